@@ -1,0 +1,18 @@
+"""functional_triton: user-written Triton kernels as first-class citizens of AOTAutograd graphs."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import autograd, fake_rules, functionalize  # noqa: F401  (registers the rules)
+from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from .kernel import wrap_triton
+
+try:
+    __version__ = version("functional_triton")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "wrap_triton",
+    "triton_kernel_wrapper_functional",
+    "triton_kernel_wrapper_mutation",
+]

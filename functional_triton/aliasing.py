@@ -1,0 +1,160 @@
+"""Alias groups: how the functional operator rebuilds a kernel's tensor arguments.
+
+Note [alias groups]
+Kernel arguments may share storage: the same tensor twice, overlapping or disjoint
+views of one base, a tensor and its transpose, intermediates. In eager the kernel
+sees one memory, so a write through one argument is visible through every argument
+that overlaps it, during the launch and after it.
+
+At functionalization time every tensor argument gets an ``ArgLayout``: its sizes,
+strides and storage offset, and a group id. Arguments that share storage with an
+argument the kernel may write form one group (id >= 0), read-only ones included;
+every other tensor argument gets group -1. The functional operator then:
+
+1. allocates one buffer per group, covering only the bytes the members reach
+   (from the lowest element, rounded down to 16 bytes so that the clone keeps the
+   original pointer alignment, never from storage offset 0);
+2. copies each member's current value into a view of that buffer with the member's
+   recorded sizes and strides, at its offset relative to the buffer's start;
+3. runs the kernel on those views, so every alias sees every write in order;
+4. returns the written members' views, by argument name.
+
+The functionalization rule then replaces every written original with its view, so
+the originals, their bases and all their other aliases are updated as if the kernel
+had written them in place.
+
+The recorded layout, not the runtime tensor, is the truth: after
+``functionalize(remove="mutations_and_views")`` views arrive as contiguous copies,
+so read-only arguments outside groups are re-strided too when their strides differ.
+A size that differs from the recorded one means the graph is replayed for inputs it
+was not traced for, and raises instead of launching with stale sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+IntLike = int | torch.SymInt
+# How a layout travels inside an FX node: (group, sizes, strides, storage_offset).
+LayoutTuple = tuple[int, tuple[IntLike, ...], tuple[IntLike, ...], IntLike]
+
+_ALIGN_BYTES = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgLayout:
+    """Geometry of one tensor argument, and the alias group it belongs to (-1: none)."""
+
+    group: int
+    size: tuple[IntLike, ...]
+    stride: tuple[IntLike, ...]
+    storage_offset: IntLike
+
+    def as_tuple(self) -> LayoutTuple:
+        return (self.group, self.size, self.stride, self.storage_offset)
+
+    @staticmethod
+    def from_tuple(t: Sequence[Any]) -> ArgLayout:
+        group, size, stride, offset = t
+        return ArgLayout(int(group), tuple(size), tuple(stride), offset)
+
+
+def storage_key(t: Tensor) -> int:
+    """An id shared by exactly the tensors that share storage (functional storage when traced)."""
+    return int(t.untyped_storage()._cdata)
+
+
+def compute_layouts(
+    tensors: Mapping[str, Tensor], written_names: frozenset[str]
+) -> dict[str, LayoutTuple]:
+    """Describe every tensor argument; group those sharing storage with a written one."""
+    by_storage: dict[int, list[str]] = {}
+    for name, t in tensors.items():
+        by_storage.setdefault(storage_key(t), []).append(name)
+    group_of: dict[str, int] = {}
+    written_groups = [ns for ns in by_storage.values() if any(n in written_names for n in ns)]
+    for gid, names in enumerate(written_groups):
+        for n in names:
+            group_of[n] = gid
+    return {
+        name: ArgLayout(
+            group_of.get(name, -1), tuple(t.size()), tuple(t.stride()), t.storage_offset()
+        ).as_tuple()
+        for name, t in tensors.items()
+    }
+
+
+def _extent(size: Sequence[IntLike], stride: Sequence[IntLike]) -> IntLike:
+    """Elements from the first to one past the last element a view reaches (0 if empty)."""
+    if any(s == 0 for s in size):
+        return 0
+    return 1 + sum((s - 1) * st for s, st in zip(size, stride))
+
+
+def check_size(name: str, t: Tensor, layout: ArgLayout) -> None:
+    """Refuse to launch on a tensor whose sizes differ from those the graph was traced for."""
+    if len(t.shape) != len(layout.size) or any(
+        a != b for a, b in zip(t.shape, layout.size)
+    ):
+        raise ValueError(
+            f"argument '{name}' has shape {tuple(t.shape)}, but the graph was traced for "
+            f"{tuple(layout.size)}; scalar arguments and the grid were fixed at trace time, "
+            "so trace again for these inputs (or trace with dynamic shapes)"
+        )
+
+
+def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
+    """One buffer for a group; each member rebuilt in it with its own geometry and values."""
+    spans = []
+    for t, lay in members:
+        n = _extent(lay.size, lay.stride)
+        if n != 0:
+            isz = t.element_size()
+            spans.append((lay.storage_offset * isz, (lay.storage_offset + n) * isz))
+    lo = min((a for a, _ in spans), default=0)
+    hi = max((b for _, b in spans), default=0)
+    lo = lo - lo % _ALIGN_BYTES
+    hi = hi + (-hi) % _ALIGN_BYTES
+    first = members[0][0]
+    buf = torch.empty(hi - lo, dtype=torch.uint8, device=first.device)
+    views = []
+    for t, lay in members:
+        isz = t.element_size()
+        view = buf.view(t.dtype).as_strided(
+            lay.size, lay.stride, (lay.storage_offset * isz - lo) // isz
+        )
+        view.copy_(t)
+        views.append(view)
+    return views
+
+
+def _restride(t: Tensor, lay: ArgLayout) -> Tensor:
+    """``t`` itself when it already has the recorded strides, else a copy that has them."""
+    if all(a == b for a, b in zip(t.stride(), lay.stride)) or t.numel() <= 1:
+        return t
+    return _group_views([(t, dataclasses.replace(lay, storage_offset=0))])[0]
+
+
+def rebuild_arguments(
+    kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]
+) -> dict[str, Any]:
+    """The kernel's arguments with every alias group moved into its own fresh buffer."""
+    new_kwargs = dict(kwargs)
+    groups: dict[int, list[str]] = {}
+    for name, raw in layouts.items():
+        lay = ArgLayout.from_tuple(raw)
+        check_size(name, kwargs[name], lay)
+        if lay.group >= 0:
+            groups.setdefault(lay.group, []).append(name)
+        else:
+            new_kwargs[name] = _restride(kwargs[name], lay)
+    for names in groups.values():
+        members = [(kwargs[n], ArgLayout.from_tuple(layouts[n])) for n in names]
+        for name, view in zip(names, _group_views(members)):
+            new_kwargs[name] = view
+    return new_kwargs

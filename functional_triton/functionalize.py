@@ -1,0 +1,120 @@
+"""Functionalization: every mutation call becomes a functional call plus updates.
+
+See Note [alias groups] in aliasing.py for how arguments that share storage are
+cloned once and rebuilt, so that aliasing arguments see each other's writes.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torch import Tensor
+
+from .aliasing import compute_layouts
+from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from .kernel import kernel_info
+from .side_table import kernel_side_table
+
+
+class AnalysisWarning(UserWarning):
+    """Mutation analysis was unsure; every tensor argument is treated as written."""
+
+
+_warned: weakref.WeakSet[Any] = weakref.WeakSet()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(fn: Any, name: str, reason: str) -> None:
+    with _warned_lock:
+        if fn in _warned:
+            return
+        _warned.add(fn)
+    warnings.warn(
+        f"functional_triton could not tell which arguments {name} writes ({reason}); "
+        "treating every tensor argument as written (correct, but it clones them all)",
+        AnalysisWarning,
+        stacklevel=3,
+    )
+
+
+def written_names(
+    kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]
+) -> frozenset[str]:
+    """The tensor arguments the kernel may write; all of them (with a warning) if unsure."""
+    kernel, _ = kernel_side_table.get_kernel(kernel_idx)
+    constants = kernel_side_table.get_constants(constant_args_idx)
+    tensor_names = frozenset(n for n, v in kwargs.items() if isinstance(v, Tensor))
+    info = kernel_info(kernel)
+    try:
+        from .mutation import analyze_writes
+    except ImportError:
+        _warn_once(info.fn, info.name, "mutation analysis is not available")
+        return tensor_names
+    analysis = analyze_writes(kernel, {**constants, **kwargs})
+    if analysis.written_names is None:
+        _warn_once(info.fn, info.name, analysis.reason or "unknown reason")
+        return tensor_names
+    return analysis.written_names & tensor_names
+
+
+@triton_kernel_wrapper_mutation.py_functionalize_impl
+def mutation_functionalize(
+    ctx: Any,
+    *,
+    kernel_idx: int,
+    constant_args_idx: int,
+    grid: Sequence[Any] | None,
+    kwargs: dict[str, Any],
+) -> None:
+    written = written_names(kernel_idx, constant_args_idx, kwargs)
+    tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
+    layouts = compute_layouts(tensors, written)
+    to_clone = [n for n in kwargs if n in written]
+    unwrapped = ctx.unwrap_tensors(kwargs)
+    with ctx.redispatch_to_next():
+        outputs = triton_kernel_wrapper_functional(
+            kernel_idx=kernel_idx,
+            constant_args_idx=constant_args_idx,
+            grid=grid,
+            kwargs=unwrapped,
+            tensors_to_clone=to_clone,
+            layouts=layouts,
+        )
+    done: set[int] = set()
+    for name in to_clone:
+        original = kwargs[name]
+        if id(original) in done:  # the same tensor passed twice: one update suffices
+            continue
+        done.add(id(original))
+        ctx.replace(original, outputs[name])
+        ctx.mark_mutation_hidden_from_autograd(original)
+        ctx.commit_update(original)
+        ctx.sync(original)
+
+
+@triton_kernel_wrapper_functional.py_functionalize_impl
+def functional_functionalize(
+    ctx: Any,
+    *,
+    kernel_idx: int,
+    constant_args_idx: int,
+    grid: Sequence[Any] | None,
+    kwargs: dict[str, Any],
+    tensors_to_clone: Sequence[str],
+    layouts: Mapping[str, Sequence[Any]],
+) -> dict[str, Tensor]:
+    unwrapped = ctx.unwrap_tensors(kwargs)
+    with ctx.redispatch_to_next():
+        outputs = triton_kernel_wrapper_functional(
+            kernel_idx=kernel_idx,
+            constant_args_idx=constant_args_idx,
+            grid=grid,
+            kwargs=unwrapped,
+            tensors_to_clone=tensors_to_clone,
+            layouts=layouts,
+        )
+    return ctx.wrap_tensors(outputs)  # type: ignore[no-any-return]

@@ -1,0 +1,152 @@
+"""The two higher-order operators and their dense (eager) rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch._C import DispatchKey
+from torch._ops import HigherOrderOperator
+
+from .aliasing import rebuild_arguments
+from .kernel import LaunchSpec, checked_grid_fn, kernel_info
+from .side_table import kernel_side_table
+
+
+class _TritonKernelWrapper(HigherOrderOperator):
+    def _get_overloaded_args(self, args: Any, kwargs: Any) -> Any:
+        # Tensors sit inside the `kwargs` dict: let their subclasses take part in dispatch.
+        overloaded = list(super()._get_overloaded_args(args, kwargs))
+        inner = kwargs.get("kwargs")
+        if isinstance(inner, dict):
+            overloaded.extend(
+                v
+                for v in inner.values()
+                if isinstance(v, Tensor) and torch._C._dispatch_keys(v).has("Python")
+            )
+        return tuple(overloaded)
+
+
+class TritonKernelWrapperMutation(_TritonKernelWrapper):
+    """``triton_kernel_wrapper_mutation(*, kernel_idx, constant_args_idx, grid, kwargs) -> None``."""
+
+    def __init__(self) -> None:
+        super().__init__("ft_triton_kernel_wrapper_mutation")
+
+    def __call__(  # type: ignore[override]
+        self,
+        *,
+        kernel_idx: int,
+        constant_args_idx: int,
+        grid: Sequence[Any] | None,
+        kwargs: dict[str, Any],
+    ) -> None:
+        return super().__call__(  # type: ignore[no-any-return]
+            kernel_idx=kernel_idx,
+            constant_args_idx=constant_args_idx,
+            grid=grid,
+            kwargs=kwargs,
+        )
+
+
+class TritonKernelWrapperFunctional(_TritonKernelWrapper):
+    """``triton_kernel_wrapper_functional(*, ..., tensors_to_clone, layouts) -> dict[str, Tensor]``."""
+
+    def __init__(self) -> None:
+        super().__init__("ft_triton_kernel_wrapper_functional")
+
+    def __call__(  # type: ignore[override]
+        self,
+        *,
+        kernel_idx: int,
+        constant_args_idx: int,
+        grid: Sequence[Any] | None,
+        kwargs: dict[str, Any],
+        tensors_to_clone: Sequence[str],
+        layouts: Mapping[str, Sequence[Any]],
+    ) -> dict[str, Tensor]:
+        return super().__call__(  # type: ignore[no-any-return]
+            kernel_idx=kernel_idx,
+            constant_args_idx=constant_args_idx,
+            grid=grid,
+            kwargs=kwargs,
+            tensors_to_clone=tensors_to_clone,
+            layouts=layouts,
+        )
+
+
+triton_kernel_wrapper_mutation = TritonKernelWrapperMutation()
+triton_kernel_wrapper_functional = TritonKernelWrapperFunctional()
+
+
+def launch_traced(spec: LaunchSpec) -> None:
+    """Record a launch as a mutation-operator call (tracing modes take it from here)."""
+    grid_fn = spec.grid if callable(spec.grid) else None
+    kernel_idx = kernel_side_table.add_kernel(spec.kernel, grid_fn)
+    constant_args_idx = kernel_side_table.add_constants(spec.constants)
+    triton_kernel_wrapper_mutation(
+        kernel_idx=kernel_idx,
+        constant_args_idx=constant_args_idx,
+        grid=None if grid_fn is not None else tuple(spec.grid),  # type: ignore[arg-type]
+        kwargs=dict(spec.tensors),
+    )
+
+
+def launch_raw(
+    kernel_idx: int, constant_args_idx: int, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]
+) -> None:
+    """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
+    kernel, grid_fn = kernel_side_table.get_kernel(kernel_idx)
+    constants = kernel_side_table.get_constants(constant_args_idx)
+    values = {**constants, **kwargs}
+    if grid_fn is not None:
+        tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
+        launch_grid: Any = checked_grid_fn(grid_fn, tensors)
+    else:
+        assert grid is not None, "functional_triton internal error: node without a grid"
+        launch_grid = tuple(int(g) for g in grid)
+    # Positional where possible: some triton versions drop keyword arguments in hooks.
+    args = []
+    for name in kernel_info(kernel).arg_names:
+        if name not in values:
+            break
+        args.append(values.pop(name))
+    kernel[launch_grid](*args, **values)
+
+
+@triton_kernel_wrapper_mutation.py_impl(DispatchKey.CompositeExplicitAutograd)
+def mutation_dense(
+    *,
+    kernel_idx: int,
+    constant_args_idx: int,
+    grid: Sequence[Any] | None,
+    kwargs: dict[str, Any],
+) -> None:
+    launch_raw(kernel_idx, constant_args_idx, grid, kwargs)
+
+
+def functional_outputs(
+    kwargs: Mapping[str, Any],
+    tensors_to_clone: Sequence[str],
+    layouts: Mapping[str, Sequence[Any]],
+) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """The rebuilt kernel arguments (Note [alias groups]) and the written ones by name."""
+    new_kwargs = rebuild_arguments(kwargs, layouts)
+    return new_kwargs, {name: new_kwargs[name] for name in tensors_to_clone}
+
+
+@triton_kernel_wrapper_functional.py_impl(DispatchKey.CompositeExplicitAutograd)
+def functional_dense(
+    *,
+    kernel_idx: int,
+    constant_args_idx: int,
+    grid: Sequence[Any] | None,
+    kwargs: dict[str, Any],
+    tensors_to_clone: Sequence[str],
+    layouts: Mapping[str, Sequence[Any]],
+) -> dict[str, Tensor]:
+    new_kwargs, outputs = functional_outputs(kwargs, tensors_to_clone, layouts)
+    launch_raw(kernel_idx, constant_args_idx, grid, new_kwargs)
+    return outputs

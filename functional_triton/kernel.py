@@ -1,0 +1,363 @@
+"""``wrap_triton``: one adapter over every kind of Triton kernel, and the launch path.
+
+Eager launches (no tracing mode, plain tensors) go straight to ``kernel[grid](...)``
+with no dispatcher work; anything else becomes a ``triton_kernel_wrapper_mutation``
+call that tracing modes can record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import itertools
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .side_table import kernel_side_table
+
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_PLAIN_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
+GridType = Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]]
+
+
+def _triton_kernel_types() -> tuple[type, ...]:
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.jit import JITFunction
+
+    types: list[type] = [JITFunction, Autotuner, Heuristics]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - every supported triton has it
+        pass
+    else:
+        types.append(InterpretedFunction)
+    return tuple(types)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelInfo:
+    """What the launch path needs to know about a kernel; holds no reference to it."""
+
+    name: str
+    fn: Callable[..., Any]
+    signature: inspect.Signature
+    arg_names: tuple[str, ...]
+    constexpr_names: frozenset[str]
+    # Parameters that @triton.autotune configs or @triton.heuristics supply.
+    provided_names: frozenset[str]
+    interpreted: bool
+
+
+def _is_constexpr(annotation: object) -> bool:
+    import triton.language as tl
+
+    if annotation is tl.constexpr:
+        return True
+    return isinstance(annotation, str) and annotation.split(".")[-1] == "constexpr"
+
+
+def _describe(kernel: object) -> KernelInfo:
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    provided: set[str] = set()
+    inner: Any = kernel
+    while isinstance(inner, (Autotuner, Heuristics)):
+        if isinstance(inner, Autotuner):
+            for config in inner.configs:
+                provided.update(config.kwargs)
+        else:
+            provided.update(inner.values)
+        inner = inner.fn
+    fn = inner.fn
+    signature = inspect.signature(fn)
+    names = tuple(signature.parameters)
+    constexprs = frozenset(
+        p.name for p in signature.parameters.values() if _is_constexpr(p.annotation)
+    )
+    return KernelInfo(
+        name=getattr(fn, "__name__", type(kernel).__name__),
+        fn=fn,
+        signature=signature,
+        arg_names=names,
+        constexpr_names=constexprs,
+        provided_names=frozenset(provided) & frozenset(names),
+        interpreted=type(inner).__name__ == "InterpretedFunction",
+    )
+
+
+# id(kernel) -> (weakref to kernel, info); entries leave with their kernel.
+_infos: dict[int, tuple[weakref.ref[Any], KernelInfo]] = {}
+_infos_lock = threading.Lock()
+
+
+def kernel_info(kernel: object) -> KernelInfo:
+    """Cached ``KernelInfo`` of a Triton kernel object."""
+    key = id(kernel)
+    hit = _infos.get(key)
+    if hit is not None and hit[0]() is kernel:
+        return hit[1]
+    info = _describe(kernel)
+
+    def forget(_: weakref.ref[Any]) -> None:
+        with _infos_lock:
+            if _infos.get(key, (None,))[0] is ref:
+                del _infos[key]
+
+    ref = weakref.ref(kernel, forget)
+    with _infos_lock:
+        _infos[key] = (ref, info)
+    return info
+
+
+def _is_plain(values: Iterable[Any]) -> bool:
+    """True when no tracing mode or traced tensor is involved: launch the raw kernel."""
+    if torch._C._len_torch_dispatch_stack() > 0:
+        return False
+    for v in values:
+        if isinstance(v, Tensor):
+            if (
+                type(v) not in _PLAIN_TENSOR_TYPES
+                or v.is_meta
+                or torch._is_functional_tensor(v)
+                or torch._C._functorch.is_functorch_wrapped_tensor(v)
+            ):
+                return False
+        elif isinstance(v, _SYM_TYPES):
+            return False
+    return True
+
+
+def check_grid(grid: object) -> None:
+    """Raise if ``grid`` is neither a callable nor a tuple of 1 to 3 ints / SymInts."""
+    if callable(grid):
+        return
+    if not isinstance(grid, (tuple, list)):
+        raise TypeError(
+            "grid must be a tuple of 1 to 3 ints or a callable meta -> tuple, "
+            f"got {type(grid).__name__} {grid!r}"
+        )
+    if not 1 <= len(grid) <= 3:
+        raise ValueError(f"grid must have 1 to 3 entries, got {tuple(grid)!r}")
+    for i, g in enumerate(grid):
+        if isinstance(g, bool) or not isinstance(g, (int, torch.SymInt)):
+            raise TypeError(
+                f"grid entries must be ints or SymInts, got {type(g).__name__} {g!r} "
+                f"at position {i} of grid {tuple(grid)!r}"
+            )
+
+
+def checked_grid_fn(grid: Callable[..., Any], tensors: Mapping[str, Tensor]) -> Callable[..., Any]:
+    """Wrap a grid callable so that a bad result or a tensor write raises, naming the grid."""
+
+    def grid_fn(meta: dict[str, Any]) -> tuple[Any, ...]:
+        before = {n: t._version for n, t in tensors.items()}
+        result = grid(meta)
+        for n, t in tensors.items():
+            if t._version != before[n]:
+                raise RuntimeError(
+                    f"the grid callable wrote to tensor '{n}'; a grid must not mutate tensors"
+                )
+        if not isinstance(result, (tuple, list)):
+            raise TypeError(
+                f"the grid callable must return a tuple of 1 to 3 ints, got "
+                f"{type(result).__name__} {result!r}"
+            )
+        check_grid(result)
+        return tuple(result)
+
+    return grid_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSpec:
+    """One launch, bound and split: what the mutation operator is called with."""
+
+    kernel: Any
+    info: KernelInfo
+    grid: GridType
+    tensors: dict[str, Any]  # tensors and symbolic scalars, by parameter name
+    constants: dict[str, Any]  # everything else, by parameter name
+
+
+def bind_arguments(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Bind a launch's arguments by name, defaults applied; raise naming a bad argument."""
+    try:
+        bound = info.signature.bind_partial(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{info.name}() {e}") from None
+    bound.apply_defaults()
+    missing = [
+        n for n in info.arg_names if n not in bound.arguments and n not in info.provided_names
+    ]
+    if missing:
+        raise TypeError(f"{info.name}() missing a required argument: '{missing[0]}'")
+    return dict(bound.arguments)
+
+
+def _device_error(info: KernelInfo, name: str, t: Tensor) -> str | None:
+    if info.interpreted or t.device.type != "cpu":
+        return None
+    return (
+        f"argument '{name}' is on cpu, but {info.name} runs on cuda "
+        "(move it to a GPU, or set TRITON_INTERPRET=1 before importing triton)"
+    )
+
+
+def make_launch_spec(
+    kernel: Any, info: KernelInfo, grid: GridType, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> LaunchSpec:
+    """Bind and validate a launch; split tensors and SymInts from constants."""
+    check_grid(grid)
+    bound = bind_arguments(info, args, kwargs)
+    tensors: dict[str, Any] = {}
+    constants: dict[str, Any] = {}
+    devices = set()
+    for name, value in bound.items():
+        if isinstance(value, Tensor):
+            if name in info.constexpr_names:
+                raise TypeError(
+                    f"argument '{name}' of {info.name} is a tl.constexpr and cannot be a tensor"
+                )
+            message = _device_error(info, name, value)
+            if message is not None:
+                raise ValueError(message)
+            devices.add(value.device)
+            tensors[name] = value
+        elif isinstance(value, _SYM_TYPES):
+            if name in info.constexpr_names:
+                raise TypeError(
+                    f"argument '{name}' of {info.name} is a tl.constexpr and got a symbolic "
+                    f"value {value}; a constexpr must be a Python constant"
+                )
+            tensors[name] = value
+        else:
+            constants[name] = value
+    if len(devices) > 1:
+        raise ValueError(
+            f"the tensor arguments of {info.name} are on several devices: "
+            + ", ".join(f"'{n}' on {t.device}" for n, t in tensors.items() if isinstance(t, Tensor))
+        )
+    return LaunchSpec(kernel, info, grid, tensors, constants)
+
+
+def _raise_clear_error(
+    kernel: Any, info: KernelInfo, grid: GridType, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> None:
+    """After a raw launch failed: raise our message if the launch was malformed."""
+    make_launch_spec(kernel, info, grid, args, kwargs)
+
+
+def _launch(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if _is_plain(itertools.chain(args, kwargs.values())):
+        if callable(grid):
+            tensors = {
+                n: v
+                for n, v in zip(info.arg_names, args)
+                if isinstance(v, Tensor)
+            }
+            tensors.update((n, v) for n, v in kwargs.items() if isinstance(v, Tensor))
+            grid = checked_grid_fn(grid, tensors)
+        elif not (isinstance(grid, tuple) and 1 <= len(grid) <= 3):
+            check_grid(grid)
+        try:
+            return kernel[grid](*args, **kwargs)
+        except Exception as e:
+            # Name the argument if the launch itself was malformed; else the kernel's own error.
+            if isinstance(e, (TypeError, ValueError, RuntimeError)) and "grid" in str(e):
+                raise
+            try:
+                _raise_clear_error(kernel, info, grid, args, kwargs)
+            except (TypeError, ValueError) as ours:
+                raise ours from e
+            raise
+    spec = make_launch_spec(kernel, info, grid, args, kwargs)
+    from .hops import launch_traced
+
+    launch_traced(spec)
+    return None
+
+
+class _BoundLaunch:
+    __slots__ = ("_wrapped", "_grid")
+
+    def __init__(self, wrapped: TritonKernel, grid: GridType) -> None:
+        self._wrapped = wrapped
+        self._grid = grid
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        w = self._wrapped
+        return _launch(w.kernel, w.info, self._grid, args, kwargs)
+
+
+class TritonKernel:
+    """A Triton kernel whose launches tracing can see. Made by ``wrap_triton``."""
+
+    __slots__ = ("kernel", "info")
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.info = kernel_info(kernel)
+
+    def __getitem__(self, grid: GridType) -> Callable[..., Any]:
+        return _BoundLaunch(self, grid)
+
+    def run(self, *args: Any, grid: GridType | None = None, **kwargs: Any) -> Any:
+        """Launch like ``kernel.run(*args, grid=grid, **kwargs)``."""
+        if grid is None:
+            raise TypeError(f"{self.info.name}.run() needs a grid: pass grid=(n,) or grid=callable")
+        kwargs.pop("warmup", None)
+        return _launch(self.kernel, self.info, grid, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"wrap_triton({self.info.name})"
+
+
+def _what(obj: object) -> str:
+    name = getattr(obj, "__name__", None)
+    kind = type(obj).__name__
+    return f"{kind} '{name}'" if name else kind
+
+
+def wrap_triton(kernel: Any) -> TritonKernel:
+    """Make a Triton kernel's launches visible to tracing (make_fx, functionalize, AOTAutograd).
+
+    Args:
+        kernel: a ``@triton.jit``, ``@triton.autotune`` or ``@triton.heuristics`` kernel
+            (stacked too), or the ``InterpretedFunction`` ``@triton.jit`` returns under
+            ``TRITON_INTERPRET=1``.
+
+    Returns:
+        A kernel launched as ``wrap_triton(k)[grid](*args)`` or
+        ``wrap_triton(k).run(*args, grid=grid)``: in eager exactly ``k[grid](*args)``;
+        under tracing a ``triton_kernel_wrapper_mutation`` call.
+
+    Raises:
+        TypeError: ``kernel`` is not a Triton kernel.
+
+    Example:
+        >>> import functional_triton as ft
+        >>> ft.wrap_triton(add_kernel)[(n // 128,)](x, y, out, n, BLOCK=128)  # doctest: +SKIP
+    """
+    if isinstance(kernel, TritonKernel):
+        return kernel
+    if not isinstance(kernel, _triton_kernel_types()):
+        hint = " (missing @triton.jit?)" if inspect.isfunction(kernel) else ""
+        raise TypeError(
+            "wrap_triton() expects a @triton.jit, @triton.autotune or @triton.heuristics "
+            f"kernel, got {_what(kernel)}{hint}"
+        )
+    return TritonKernel(kernel)
+
+
+def interpret_mode() -> bool:
+    """Whether triton runs kernels in its interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+__all__ = ["wrap_triton", "TritonKernel", "LaunchSpec", "kernel_info", "kernel_side_table"]

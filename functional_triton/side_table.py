@@ -1,0 +1,134 @@
+"""The kernel side table: kernels, grid callables and constant arguments, by index.
+
+An FX graph cannot hold a Python function, so a traced launch refers to its kernel
+and to its constant (non-tensor) arguments by integer index.
+
+Note [side-table lifetime]
+The table holds its entries weakly. What keeps an entry alive is the index object
+itself: ``add_kernel`` and ``add_constants`` return a ``TableIndex``, an ``int`` that
+also references its entry. Traced nodes store that object in their kwargs, so an
+entry lives exactly as long as some graph (or compiled function holding a graph)
+still refers to it; generated code only ever sees the plain integer, which it looks
+up while the graph, and so the entry, is alive. Equal registrations share one entry
+(same kernel and grid object; equal constants), so repeated traces do not grow the
+table, and an eager launch never touches it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+
+class _Entry:
+    """One registered value; kept alive only by the TableIndex objects that name it."""
+
+    __slots__ = ("index", "key", "value", "__weakref__")
+
+    def __init__(self, index: int, key: Hashable, value: Any) -> None:
+        self.index = index
+        self.key = key
+        self.value = value
+
+
+class TableIndex(int):
+    """An index into the side table that keeps its entry alive (Note [side-table lifetime])."""
+
+    _entry: _Entry
+
+    def __new__(cls, entry: _Entry) -> TableIndex:
+        obj = super().__new__(cls, entry.index)
+        obj._entry = entry
+        return obj
+
+    # Graph copies must share the entry, never copy the kernel it holds.
+    def __copy__(self) -> TableIndex:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TableIndex:
+        return self
+
+    def __reduce__(self) -> tuple[type[int], tuple[int]]:
+        return (int, (int(self),))
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+class KernelSideTable:
+    """Thread-safe, weakly held registry of kernels and constant-argument dicts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counter = itertools.count()
+        self._by_index: dict[int, weakref.ref[_Entry]] = {}
+        self._by_key: dict[Hashable, weakref.ref[_Entry]] = {}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_index)
+
+    def _add(self, key: Hashable, value: Any) -> TableIndex:
+        with self._lock:
+            ref = self._by_key.get(key)
+            entry = ref() if ref is not None else None
+            if entry is None:
+                entry = _Entry(next(self._counter), key, value)
+                ref = weakref.ref(entry, self._remover(entry.index, key))
+                self._by_index[entry.index] = ref
+                self._by_key[key] = ref
+            return TableIndex(entry)
+
+    def _remover(self, index: int, key: Hashable) -> Callable[[weakref.ref[_Entry]], None]:
+        def remove(ref: weakref.ref[_Entry]) -> None:
+            with self._lock:
+                if self._by_index.get(index) is ref:
+                    del self._by_index[index]
+                if self._by_key.get(key) is ref:
+                    del self._by_key[key]
+
+        return remove
+
+    def _get(self, index: int, what: str) -> Any:
+        ref = self._by_index.get(index)
+        entry = ref() if ref is not None else None
+        if entry is None:
+            raise AssertionError(
+                f"functional_triton internal error: no {what} at side-table index {index}; "
+                "the graph that referred to it was freed"
+            )
+        return entry.value
+
+    def add_kernel(self, kernel: Any, grid_fn: Callable[..., Any] | None) -> TableIndex:
+        """Register a kernel adapter and its grid callable (or None for a static grid)."""
+        # Identity key: the entry itself holds both objects, so their ids stay valid.
+        return self._add(("kernel", id(kernel), id(grid_fn)), (kernel, grid_fn))
+
+    def get_kernel(self, index: int) -> tuple[Any, Callable[..., Any] | None]:
+        """The (kernel adapter, grid callable or None) registered at ``index``."""
+        return self._get(index, "kernel")  # type: ignore[no-any-return]
+
+    def add_constants(self, constants: Mapping[str, Any]) -> TableIndex:
+        """Register a dict of constant arguments; equal dicts share one entry."""
+        frozen = dict(constants)
+        try:
+            key: Hashable = ("constants", _constant_key(frozen))
+            hash(key)
+        except TypeError:
+            key = ("constants-by-identity", object())
+        return self._add(key, frozen)
+
+    def get_constants(self, index: int) -> dict[str, Any]:
+        """The constant-argument dict registered at ``index`` (do not mutate it)."""
+        return self._get(index, "constant arguments")  # type: ignore[no-any-return]
+
+
+def _constant_key(constants: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
+    # The type is part of the key: 1, 1.0 and True are equal but launch differently.
+    return tuple((k, type(v), v) for k, v in sorted(constants.items(), key=lambda kv: kv[0]))
+
+
+kernel_side_table = KernelSideTable()
