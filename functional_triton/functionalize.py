@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from .aliasing import compute_layouts
@@ -61,6 +62,35 @@ def written_names(
     return analysis.written_names & tensor_names
 
 
+def views_are_copies(ctx: Any) -> bool:
+    """True under ``functionalize(remove="mutations_and_views")``: views arrive as copies."""
+    interpreter = getattr(ctx, "interpreter", None)
+    if interpreter is not None:  # torch.func.functionalize
+        return not interpreter.functionalize_add_back_views()
+    if type(ctx).__name__ == "CppFunctionalizeAPI":
+        return not torch._C._functionalization_reapply_views_tls()
+    return False  # FunctionalTensorMode (AOTAutograd) always keeps views
+
+
+def check_aliasing_supported(
+    tensors: Mapping[str, Tensor], layouts: Mapping[str, Sequence[Any]]
+) -> None:
+    """Refuse distinct aliasing arguments when views are copies: their true geometry is gone."""
+    by_group: dict[int, list[str]] = {}
+    for name, layout in layouts.items():
+        if layout[0] >= 0:
+            by_group.setdefault(layout[0], []).append(name)
+    for names in by_group.values():
+        distinct = {id(tensors[n]) for n in names}
+        if len(distinct) > 1:
+            raise NotImplementedError(
+                f"kernel arguments {', '.join(repr(n) for n in names)} share storage and the kernel "
+                "may write one of them; under functionalize(remove='mutations_and_views') views "
+                "are copies whose strides and offsets differ from eager, so their aliasing cannot "
+                "be reproduced. Use remove='mutations' (the default) or aot_function."
+            )
+
+
 @triton_kernel_wrapper_mutation.py_functionalize_impl
 def mutation_functionalize(
     ctx: Any,
@@ -73,6 +103,8 @@ def mutation_functionalize(
     written = written_names(kernel_idx, constant_args_idx, kwargs)
     tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
     layouts = compute_layouts(tensors, written)
+    if views_are_copies(ctx):
+        check_aliasing_supported(tensors, layouts)
     to_clone = [n for n in kwargs if n in written]
     unwrapped = ctx.unwrap_tensors(kwargs)
     with ctx.redispatch_to_next():
