@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import itertools
+import operator
 import os
 import threading
 import weakref
@@ -133,6 +134,22 @@ def _is_plain(values: Iterable[Any]) -> bool:
     return True
 
 
+def _is_int_like(g: object) -> bool:
+    if isinstance(g, bool):
+        return False
+    if isinstance(g, (int, torch.SymInt)):
+        return True
+    # The interpreter hands grid callables its own integer tensors (numpy-backed).
+    dtype = getattr(g, "dtype", None)
+    if dtype is not None:
+        return "int" in str(dtype)
+    try:
+        operator.index(g)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
+
+
 def check_grid(grid: object) -> None:
     """Raise if ``grid`` is neither a callable nor a tuple of 1 to 3 ints / SymInts."""
     if callable(grid):
@@ -145,7 +162,7 @@ def check_grid(grid: object) -> None:
     if not 1 <= len(grid) <= 3:
         raise ValueError(f"grid must have 1 to 3 entries, got {tuple(grid)!r}")
     for i, g in enumerate(grid):
-        if isinstance(g, bool) or not isinstance(g, (int, torch.SymInt)):
+        if not _is_int_like(g):
             raise TypeError(
                 f"grid entries must be ints or SymInts, got {type(g).__name__} {g!r} "
                 f"at position {i} of grid {tuple(grid)!r}"
