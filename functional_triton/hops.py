@@ -150,3 +150,10 @@ def functional_dense(
     new_kwargs, outputs = functional_outputs(kwargs, tensors_to_clone, layouts)
     launch_raw(kernel_idx, constant_args_idx, grid, new_kwargs)
     return outputs
+
+
+# A launch may write memory that no output shows (a pointer loaded from memory, a write
+# the analysis could not see), and the mutation form writes by definition: neither node
+# may be removed by dead-code elimination, exactly as eager never skips a launch.
+torch.fx.node.has_side_effect(triton_kernel_wrapper_mutation)
+torch.fx.node.has_side_effect(triton_kernel_wrapper_functional)

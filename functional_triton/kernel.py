@@ -9,25 +9,30 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import itertools
 import operator
-import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from .side_table import kernel_side_table
-
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PLAIN_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
+_Parameter = torch.nn.Parameter
+_CONSTANT_TYPES = frozenset({int, float, bool, str, type(None)})
+_TRACEABLE_TYPES = (Tensor, *_SYM_TYPES)
 GridType = Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]]
 
 
+_KERNEL_TYPES: tuple[type, ...] = ()
+
+
 def _triton_kernel_types() -> tuple[type, ...]:
+    global _KERNEL_TYPES
+    if _KERNEL_TYPES:
+        return _KERNEL_TYPES
     from triton.runtime.autotuner import Autotuner, Heuristics
     from triton.runtime.jit import JITFunction
 
@@ -38,7 +43,8 @@ def _triton_kernel_types() -> tuple[type, ...]:
         pass
     else:
         types.append(InterpretedFunction)
-    return tuple(types)
+    _KERNEL_TYPES = tuple(types)
+    return _KERNEL_TYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,22 +122,46 @@ def kernel_info(kernel: object) -> KernelInfo:
     return info
 
 
-def _is_plain(values: Iterable[Any]) -> bool:
-    """True when no tracing mode or traced tensor is involved: launch the raw kernel."""
-    if torch._C._len_torch_dispatch_stack() > 0:
+_dispatch_stack_len = torch._C._len_torch_dispatch_stack
+_functorch_stack = torch._C._functorch.peek_interpreter_stack
+
+
+def _is_plain(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """True when no tracing mode or traced tensor is involved: launch the raw kernel.
+
+    This runs on every eager launch, so it is only the cheap checks: an active dispatch
+    mode (make_fx, FakeTensorMode, FunctionalTensorMode), a functorch transform
+    (torch.func.functionalize, vmap, grad), a tensor subclass, a meta tensor, a SymInt.
+    A functional tensor that slips through makes the raw launch fail, and the failure
+    path routes it to the operator (``_is_traced``).
+    """
+    if _dispatch_stack_len() or _functorch_stack() is not None:
         return False
-    for v in values:
-        if isinstance(v, Tensor):
-            if (
-                type(v) not in _PLAIN_TENSOR_TYPES
-                or v.is_meta
-                or torch._is_functional_tensor(v)
-                or torch._C._functorch.is_functorch_wrapped_tensor(v)
-            ):
+    for v in args:
+        t = type(v)
+        if t is Tensor or t is _Parameter:
+            if v.is_meta:
                 return False
-        elif isinstance(v, _SYM_TYPES):
+        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
             return False
+    if kwargs:
+        for v in kwargs.values():
+            t = type(v)
+            if t is Tensor or t is _Parameter:
+                if v.is_meta:
+                    return False
+            elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                return False
     return True
+
+
+def _is_traced(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """The slower, complete check: any functional tensor among the arguments."""
+    return any(
+        isinstance(v, Tensor) and torch._is_functional_tensor(v)
+        for values in (args, kwargs.values())
+        for v in values
+    )
 
 
 def _is_int_like(g: object) -> bool:
@@ -263,41 +293,43 @@ def make_launch_spec(
     return LaunchSpec(kernel, info, grid, tensors, constants)
 
 
-def _raise_clear_error(
-    kernel: Any, info: KernelInfo, grid: GridType, args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> None:
-    """After a raw launch failed: raise our message if the launch was malformed."""
-    make_launch_spec(kernel, info, grid, args, kwargs)
+def _grid_tensors(info: KernelInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Tensor]:
+    tensors = {n: v for n, v in zip(info.arg_names, args) if isinstance(v, Tensor)}
+    tensors.update((n, v) for n, v in kwargs.items() if isinstance(v, Tensor))
+    return tensors
 
 
 def _launch(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if _is_plain(itertools.chain(args, kwargs.values())):
-        if callable(grid):
-            tensors = {
-                n: v
-                for n, v in zip(info.arg_names, args)
-                if isinstance(v, Tensor)
-            }
-            tensors.update((n, v) for n, v in kwargs.items() if isinstance(v, Tensor))
-            grid = checked_grid_fn(grid, tensors)
-        elif not (isinstance(grid, tuple) and 1 <= len(grid) <= 3):
+    if _is_plain(args, kwargs):
+        if type(grid) is not tuple or not 0 < len(grid) < 4:
             check_grid(grid)
+            if callable(grid):
+                grid = checked_grid_fn(grid, _grid_tensors(info, args, kwargs))
         try:
             return kernel[grid](*args, **kwargs)
         except Exception as e:
-            # Name the argument if the launch itself was malformed; else the kernel's own error.
-            if isinstance(e, (TypeError, ValueError, RuntimeError)) and "grid" in str(e):
-                raise
-            try:
-                _raise_clear_error(kernel, info, grid, args, kwargs)
-            except (TypeError, ValueError) as ours:
-                raise ours from e
-            raise
-    spec = make_launch_spec(kernel, info, grid, args, kwargs)
+            return _after_failure(e, kernel, info, grid, args, kwargs)
+    return _launch_traced(kernel, info, grid, args, kwargs)
+
+
+def _after_failure(
+    error: Exception, kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """A raw launch raised: trace it if a functional tensor slipped through, else explain it."""
+    if _is_traced(args, kwargs):
+        return _launch_traced(kernel, info, grid, args, kwargs)
+    # Name the argument if the launch itself was malformed; else the kernel's own error.
+    try:
+        make_launch_spec(kernel, info, grid, args, kwargs)
+    except (TypeError, ValueError) as ours:
+        raise ours from error
+    raise error
+
+
+def _launch_traced(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     from .hops import launch_traced
 
-    launch_traced(spec)
-    return None
+    launch_traced(make_launch_spec(kernel, info, grid, args, kwargs))
 
 
 class _BoundLaunch:
@@ -309,7 +341,14 @@ class _BoundLaunch:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         w = self._wrapped
-        return _launch(w.kernel, w.info, self._grid, args, kwargs)
+        grid = self._grid
+        # The common eager case, inlined: no mode, plain tensors, a tuple grid.
+        if type(grid) is tuple and 0 < len(grid) < 4 and _is_plain(args, kwargs):
+            try:
+                return w.kernel[grid](*args, **kwargs)
+            except Exception as e:
+                return _after_failure(e, w.kernel, w.info, grid, args, kwargs)
+        return _launch(w.kernel, w.info, grid, args, kwargs)
 
 
 class TritonKernel:
@@ -372,9 +411,4 @@ def wrap_triton(kernel: Any) -> TritonKernel:
     return TritonKernel(kernel)
 
 
-def interpret_mode() -> bool:
-    """Whether triton runs kernels in its interpreter (TRITON_INTERPRET=1)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-__all__ = ["wrap_triton", "TritonKernel", "LaunchSpec", "kernel_info", "kernel_side_table"]
+__all__ = ["wrap_triton", "TritonKernel", "LaunchSpec", "kernel_info"]
