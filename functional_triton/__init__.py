@@ -5,6 +5,7 @@ from importlib.metadata import PackageNotFoundError, version
 from . import autograd, fake_rules, functionalize  # noqa: F401  (registers the rules)
 from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import wrap_triton
+from .passes.reinplace import reinplace_compiler
 
 try:
     __version__ = version("functional_triton")
@@ -15,4 +16,5 @@ __all__ = [
     "wrap_triton",
     "triton_kernel_wrapper_functional",
     "triton_kernel_wrapper_mutation",
+    "reinplace_compiler",
 ]

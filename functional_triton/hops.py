@@ -152,8 +152,8 @@ def functional_dense(
     return outputs
 
 
-# A launch may write memory that no output shows (a pointer loaded from memory, a write
-# the analysis could not see), and the mutation form writes by definition: neither node
-# may be removed by dead-code elimination, exactly as eager never skips a launch.
+# The mutation form writes its arguments by definition: dead-code elimination must keep it.
+# The functional form is pure by construction (its effects are its outputs); marking it
+# side-effectful would make AOTAutograd's default partitioner keep a copy of it in the
+# backward graph too, launching the kernel twice.
 torch.fx.node.has_side_effect(triton_kernel_wrapper_mutation)
-torch.fx.node.has_side_effect(triton_kernel_wrapper_functional)

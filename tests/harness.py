@@ -23,6 +23,8 @@ import functional_triton as ft
 Program = Callable[..., Any]
 ALL_MODES = (
     "aot_function",
+    "reinplace",
+    "reinplace_keep",
     "aot_module",
     "functionalize",
     "functionalize_views",
@@ -54,6 +56,10 @@ def compile_mode(mode: str, fn: Program, example: Sequence[Any], **aot_kwargs: A
     traced = functools.partial(fn, ft.wrap_triton)
     compilers = {"fw_compiler": aot_kwargs.pop("fw_compiler", nop), "bw_compiler": aot_kwargs.pop("bw_compiler", nop)}
     if mode == "aot_function":
+        return aot_function(traced, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+    if mode in ("reinplace", "reinplace_keep"):
+        compilers = {"fw_compiler": ft.reinplace_compiler, "bw_compiler": ft.reinplace_compiler}
+        aot_kwargs["keep_inference_input_mutations"] = mode == "reinplace_keep"
         return aot_function(traced, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
     if mode == "aot_module":
         return aot_module(_Module(fn), **compilers, **aot_kwargs)  # type: ignore[no-any-return]
@@ -137,11 +143,12 @@ def run_once(call: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]],
     }
 
 
+AOT_MODES = ("aot_function", "aot_module", "reinplace", "reinplace_keep")
 # functionalize() returns fresh tensors for outputs that alias inputs (torch's own
 # semantics: the graph's outputs never alias its inputs); AOTAutograd regenerates them.
 FRESH_OUTPUT_MODES = ("functionalize", "functionalize_views", "symbolic")
 # Modes in which distinct arguments that share storage are supported (not views-as-copies).
-ALIASING_MODES = ("aot_function", "aot_module", "functionalize", "make_fx")
+ALIASING_MODES = ("aot_function", "aot_module", "functionalize", "make_fx", "reinplace", "reinplace_keep")
 
 
 def compare(actual: dict[str, Any], expected: dict[str, Any], label: str, *, check_aliases: bool = True) -> None:
@@ -169,7 +176,15 @@ def check_matches_eager(
     fn: Program,
     make_inputs: Callable[[], Sequence[Any]],
     *,
-    modes: Sequence[str] = ("aot_function", "aot_module", "functionalize", "functionalize_views", "make_fx"),
+    modes: Sequence[str] = (
+        "aot_function",
+        "aot_module",
+        "functionalize",
+        "functionalize_views",
+        "make_fx",
+        "reinplace",
+        "reinplace_keep",
+    ),
     no_grad: Sequence[bool] = (False, True),
     **aot_kwargs: Any,
 ) -> None:
@@ -183,7 +198,7 @@ def check_matches_eager(
     for ng in no_grad:
         expected = run_once(functools.partial(fn, raw), make_inputs, ng)
         for mode in modes:
-            if mode not in ("aot_function", "aot_module") and not ng and _needs_grad(make_inputs):
+            if mode not in AOT_MODES and not ng and _needs_grad(make_inputs):
                 continue
             label = f"{mode} (no_grad={ng})"
             ctx = torch.no_grad() if ng else contextlib.nullcontext()
