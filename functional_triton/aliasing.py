@@ -69,9 +69,7 @@ def storage_key(t: Tensor) -> int:
     return int(t.untyped_storage()._cdata)
 
 
-def compute_layouts(
-    tensors: Mapping[str, Tensor], written_names: frozenset[str]
-) -> dict[str, LayoutTuple]:
+def compute_layouts(tensors: Mapping[str, Tensor], written_names: frozenset[str]) -> dict[str, LayoutTuple]:
     """Describe every tensor argument; group those sharing storage with a written one."""
     by_storage: dict[int, list[str]] = {}
     for name, t in tensors.items():
@@ -98,9 +96,7 @@ def _extent(size: Sequence[IntLike], stride: Sequence[IntLike]) -> IntLike:
 
 def check_size(name: str, t: Tensor, layout: ArgLayout) -> None:
     """Refuse to launch on a tensor whose sizes differ from those the graph was traced for."""
-    if len(t.shape) != len(layout.size) or any(
-        a != b for a, b in zip(t.shape, layout.size)
-    ):
+    if len(t.shape) != len(layout.size) or any(a != b for a, b in zip(t.shape, layout.size)):
         raise ValueError(
             f"argument '{name}' has shape {tuple(t.shape)}, but the graph was traced for "
             f"{tuple(layout.size)}; scalar arguments and the grid were fixed at trace time, "
@@ -125,9 +121,7 @@ def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
     views = []
     for t, lay in members:
         isz = t.element_size()
-        view = buf.view(t.dtype).as_strided(
-            lay.size, lay.stride, (lay.storage_offset * isz - lo) // isz
-        )
+        view = buf.view(t.dtype).as_strided(lay.size, lay.stride, (lay.storage_offset * isz - lo) // isz)
         view.copy_(t)
         views.append(view)
     return views
@@ -140,9 +134,7 @@ def _restride(t: Tensor, lay: ArgLayout) -> Tensor:
     return _group_views([(t, dataclasses.replace(lay, storage_offset=0))])[0]
 
 
-def rebuild_arguments(
-    kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]
-) -> dict[str, Any]:
+def rebuild_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
     """The kernel's arguments with every alias group moved into its own fresh buffer."""
     new_kwargs = dict(kwargs)
     groups: dict[int, list[str]] = {}

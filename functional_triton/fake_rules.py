@@ -16,7 +16,11 @@ from torch.fx.experimental.proxy_tensor import (
 )
 from torch.utils import _pytree as pytree
 
-from .hops import functional_outputs, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from .hops import (
+    functional_outputs,
+    triton_kernel_wrapper_functional,
+    triton_kernel_wrapper_mutation,
+)
 
 
 def _trace(mode: ProxyTorchDispatchMode, hop: HigherOrderOperator, node_args: dict[str, Any]) -> Any:

@@ -42,9 +42,7 @@ def _warn_once(fn: Any, name: str, reason: str) -> None:
     )
 
 
-def written_names(
-    kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]
-) -> frozenset[str]:
+def written_names(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) -> frozenset[str]:
     """The tensor arguments the kernel may write; all of them (with a warning) if unsure."""
     kernel, _ = kernel_side_table.get_kernel(kernel_idx)
     constants = kernel_side_table.get_constants(constant_args_idx)
@@ -72,9 +70,7 @@ def views_are_copies(ctx: Any) -> bool:
     return False  # FunctionalTensorMode (AOTAutograd) always keeps views
 
 
-def check_aliasing_supported(
-    tensors: Mapping[str, Tensor], layouts: Mapping[str, Sequence[Any]]
-) -> None:
+def check_aliasing_supported(tensors: Mapping[str, Tensor], layouts: Mapping[str, Sequence[Any]]) -> None:
     """Refuse distinct aliasing arguments when views are copies: their true geometry is gone."""
     by_group: dict[int, list[str]] = {}
     for name, layout in layouts.items():

@@ -84,9 +84,7 @@ def _describe(kernel: object) -> KernelInfo:
     fn = inner.fn
     signature = inspect.signature(fn)
     names = tuple(signature.parameters)
-    constexprs = frozenset(
-        p.name for p in signature.parameters.values() if _is_constexpr(p.annotation)
-    )
+    constexprs = frozenset(p.name for p in signature.parameters.values() if _is_constexpr(p.annotation))
     return KernelInfo(
         name=getattr(fn, "__name__", type(kernel).__name__),
         fn=fn,
@@ -207,9 +205,7 @@ def checked_grid_fn(grid: Callable[..., Any], tensors: Mapping[str, Tensor]) -> 
         result = grid(meta)
         for n, t in tensors.items():
             if t._version != before[n]:
-                raise RuntimeError(
-                    f"the grid callable wrote to tensor '{n}'; a grid must not mutate tensors"
-                )
+                raise RuntimeError(f"the grid callable wrote to tensor '{n}'; a grid must not mutate tensors")
         if not isinstance(result, (tuple, list)):
             raise TypeError(
                 f"the grid callable must return a tuple of 1 to 3 ints, got "
@@ -239,9 +235,7 @@ def bind_arguments(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, A
     except TypeError as e:
         raise TypeError(f"{info.name}() {e}") from None
     bound.apply_defaults()
-    missing = [
-        n for n in info.arg_names if n not in bound.arguments and n not in info.provided_names
-    ]
+    missing = [n for n in info.arg_names if n not in bound.arguments and n not in info.provided_names]
     if missing:
         raise TypeError(f"{info.name}() missing a required argument: '{missing[0]}'")
     return dict(bound.arguments)
@@ -268,9 +262,7 @@ def make_launch_spec(
     for name, value in bound.items():
         if isinstance(value, Tensor):
             if name in info.constexpr_names:
-                raise TypeError(
-                    f"argument '{name}' of {info.name} is a tl.constexpr and cannot be a tensor"
-                )
+                raise TypeError(f"argument '{name}' of {info.name} is a tl.constexpr and cannot be a tensor")
             message = _device_error(info, name, value)
             if message is not None:
                 raise ValueError(message)
@@ -299,7 +291,9 @@ def _grid_tensors(info: KernelInfo, args: tuple[Any, ...], kwargs: dict[str, Any
     return tensors
 
 
-def _launch(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _launch(
+    kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     if _is_plain(args, kwargs):
         if type(grid) is not tuple or not 0 < len(grid) < 4:
             check_grid(grid)
@@ -313,7 +307,12 @@ def _launch(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...]
 
 
 def _after_failure(
-    error: Exception, kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
+    error: Exception,
+    kernel: Any,
+    info: KernelInfo,
+    grid: GridType,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> None:
     """A raw launch raised: trace it if a functional tensor slipped through, else explain it."""
     if _is_traced(args, kwargs):
@@ -326,7 +325,9 @@ def _after_failure(
     raise error
 
 
-def _launch_traced(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _launch_traced(
+    kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     from .hops import launch_traced
 
     launch_traced(make_launch_spec(kernel, info, grid, args, kwargs))

@@ -54,7 +54,10 @@ class _Module(torch.nn.Module):
 def compile_mode(mode: str, fn: Program, example: Sequence[Any], **aot_kwargs: Any) -> Callable[..., Any]:
     """``fn`` traced under ``mode``, as a callable of the inputs."""
     traced = functools.partial(fn, ft.wrap_triton)
-    compilers = {"fw_compiler": aot_kwargs.pop("fw_compiler", nop), "bw_compiler": aot_kwargs.pop("bw_compiler", nop)}
+    compilers = {
+        "fw_compiler": aot_kwargs.pop("fw_compiler", nop),
+        "bw_compiler": aot_kwargs.pop("bw_compiler", nop),
+    }
     if mode == "aot_function":
         return aot_function(traced, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
     if mode in ("reinplace", "reinplace_keep"):
@@ -102,7 +105,9 @@ def _alias_map(outputs: list[Any], inputs: Sequence[Any]) -> list[tuple[int, ...
             result.append(())
             continue
         result.append(
-            tuple(i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and _storage(x) == _storage(o))
+            tuple(
+                i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and _storage(x) == _storage(o)
+            )
         )
     return result
 
@@ -121,7 +126,9 @@ def _leaves(inputs: Sequence[Any]) -> list[torch.Tensor]:
     return [x for x in inputs if isinstance(x, torch.Tensor) and x.is_leaf and x.requires_grad]
 
 
-def run_once(call: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], no_grad: bool) -> dict[str, Any]:
+def run_once(
+    call: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], no_grad: bool
+) -> dict[str, Any]:
     """Call on fresh inputs; collect outputs, inputs after, grads, requires_grad, aliasing."""
     inputs = tuple(make_inputs())
     ctx = torch.no_grad() if no_grad else contextlib.nullcontext()
@@ -151,7 +158,9 @@ FRESH_OUTPUT_MODES = ("functionalize", "functionalize_views", "symbolic")
 ALIASING_MODES = ("aot_function", "aot_module", "functionalize", "make_fx", "reinplace", "reinplace_keep")
 
 
-def compare(actual: dict[str, Any], expected: dict[str, Any], label: str, *, check_aliases: bool = True) -> None:
+def compare(
+    actual: dict[str, Any], expected: dict[str, Any], label: str, *, check_aliases: bool = True
+) -> None:
     assert len(actual["outputs"]) == len(expected["outputs"]), f"{label}: number of outputs"
     for i, (a, e) in enumerate(zip(actual["outputs"], expected["outputs"])):
         _assert_equal(a, e, f"{label}: output {i}")
@@ -204,4 +213,6 @@ def check_matches_eager(
             ctx = torch.no_grad() if ng else contextlib.nullcontext()
             with ctx:
                 call = compile_mode(mode, fn, tuple(make_inputs()), **dict(aot_kwargs))
-            compare(run_once(call, make_inputs, ng), expected, label, check_aliases=mode not in FRESH_OUTPUT_MODES)
+            compare(
+                run_once(call, make_inputs, ng), expected, label, check_aliases=mode not in FRESH_OUTPUT_MODES
+            )

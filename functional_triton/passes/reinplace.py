@@ -113,9 +113,7 @@ def _absorbed(use: fx.Node, replaced: Mapping[fx.Node, fx.Node]) -> bool:
     return False
 
 
-def _later_uses(
-    node: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.Node, int]
-) -> list[fx.Node]:
+def _later_uses(node: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.Node, int]) -> list[fx.Node]:
     """Users after ``node`` of any value in storage class ``cls``."""
     here = order[node]
     return [
@@ -137,7 +135,8 @@ def _getitems(node: fx.Node) -> dict[str, fx.Node]:
 
 def _groups(node: fx.Node) -> dict[int, list[str]]:
     groups: dict[int, list[str]] = {}
-    for name, raw in node.kwargs["layouts"].items():  # type: ignore[union-attr]
+    layouts: Any = node.kwargs["layouts"]
+    for name, raw in layouts.items():
         if raw[0] >= 0:
             groups.setdefault(raw[0], []).append(name)
     return groups
@@ -174,20 +173,18 @@ def _try_group(
 
 def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> None:
     """Drop in-place groups from the node's clones; a node with none left becomes a launch."""
-    kw = dict(node.kwargs)
+    kw: dict[str, Any] = dict(node.kwargs)
     layouts = {
         name: ((-1, *raw[1:]) if name in inplace_names else raw)
-        for name, raw in kw["layouts"].items()  # type: ignore[union-attr]
+        for name, raw in kw["layouts"].items()
     }
-    to_clone = [n for n in kw["tensors_to_clone"] if n not in inplace_names]  # type: ignore[union-attr]
+    to_clone = [n for n in kw["tensors_to_clone"] if n not in inplace_names]
     if to_clone:
         kw.update(layouts=layouts, tensors_to_clone=to_clone)
         node.kwargs = kw
         return
     with graph.inserting_before(node):
-        graph.call_function(
-            check_traced_sizes, (), {"kwargs": kw["kwargs"], "layouts": kw["layouts"]}
-        )
+        graph.call_function(check_traced_sizes, (), {"kwargs": kw["kwargs"], "layouts": kw["layouts"]})
         launch = graph.call_function(
             triton_kernel_wrapper_mutation,
             (),

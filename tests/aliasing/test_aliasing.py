@@ -116,8 +116,9 @@ def test_non_aliasing_control() -> None:
 
 def test_distinct_aliases_refused_when_views_are_copies() -> None:
     import pytest
-    import functional_triton as ft
     from torch.fx.experimental.proxy_tensor import make_fx
+
+    import functional_triton as ft
 
     def f(x):
         out = torch.zeros(4)
