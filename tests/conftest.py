@@ -10,6 +10,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+# On the GPU machine (FT_TEST_DEVICE=cuda) every suite runs on CUDA tensors unchanged:
+# factory functions in the tests allocate on the default device.
+if os.environ.get("FT_TEST_DEVICE", "cpu") != "cpu":
+    torch.set_default_device(os.environ["FT_TEST_DEVICE"])
+
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(
     "ci",
