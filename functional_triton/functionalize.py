@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from .aliasing import compute_layouts
+from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import kernel_info
 from .side_table import kernel_side_table
@@ -45,7 +46,8 @@ def _warn_once(fn: Any, name: str, reason: str) -> None:
 def written_names(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) -> frozenset[str]:
     """The tensor arguments the kernel may write; all of them (with a warning) if unsure."""
     kernel, _ = kernel_side_table.get_kernel(kernel_idx)
-    constants = kernel_side_table.get_constants(constant_args_idx)
+    constants = dict(kernel_side_table.get_constants(constant_args_idx))
+    descriptors = constants.pop(DESCRIPTORS_KEY, {})
     tensor_names = frozenset(n for n, v in kwargs.items() if isinstance(v, Tensor))
     info = kernel_info(kernel)
     try:
@@ -53,7 +55,7 @@ def written_names(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, 
     except ImportError:
         _warn_once(info.fn, info.name, "mutation analysis is not available")
         return tensor_names
-    analysis = analyze_writes(kernel, {**constants, **kwargs})
+    analysis = analyze_writes(kernel, with_descriptors({**constants, **kwargs}, descriptors, checked=False))
     if analysis.written_names is None:
         _warn_once(info.fn, info.name, analysis.reason or "unknown reason")
         return tensor_names

@@ -11,6 +11,7 @@ from torch._C import DispatchKey
 from torch._ops import HigherOrderOperator
 
 from .aliasing import rebuild_arguments
+from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, checked_grid_fn, kernel_info
 from .side_table import kernel_side_table
 
@@ -99,8 +100,9 @@ def launch_raw(
 ) -> None:
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
     kernel, grid_fn = kernel_side_table.get_kernel(kernel_idx)
-    constants = kernel_side_table.get_constants(constant_args_idx)
-    values = {**constants, **kwargs}
+    constants = dict(kernel_side_table.get_constants(constant_args_idx))
+    descriptors = constants.pop(DESCRIPTORS_KEY, {})
+    values = with_descriptors({**constants, **kwargs}, descriptors)
     if grid_fn is not None:
         tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
         launch_grid: Any = checked_grid_fn(grid_fn, tensors)

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .descriptors import DESCRIPTORS_KEY, describe, is_descriptor
+
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PLAIN_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
 _Parameter = torch.nn.Parameter
@@ -225,7 +227,8 @@ class LaunchSpec:
     info: KernelInfo
     grid: GridType
     tensors: dict[str, Any]  # tensors and symbolic scalars, by parameter name
-    constants: dict[str, Any]  # everything else, by parameter name
+    # everything else, by parameter name; DESCRIPTORS_KEY holds TensorDescriptor metadata
+    constants: dict[str, Any]
 
 
 def bind_arguments(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -259,7 +262,11 @@ def make_launch_spec(
     tensors: dict[str, Any] = {}
     constants: dict[str, Any] = {}
     devices = set()
+    descriptors: dict[str, Any] = {}
     for name, value in bound.items():
+        if is_descriptor(value):
+            descriptors[name] = describe(name, value)
+            value = value.base
         if isinstance(value, Tensor):
             if name in info.constexpr_names:
                 raise TypeError(f"argument '{name}' of {info.name} is a tl.constexpr and cannot be a tensor")
@@ -282,6 +289,8 @@ def make_launch_spec(
             f"the tensor arguments of {info.name} are on several devices: "
             + ", ".join(f"'{n}' on {t.device}" for n, t in tensors.items() if isinstance(t, Tensor))
         )
+    if descriptors:
+        constants[DESCRIPTORS_KEY] = descriptors
     return LaunchSpec(kernel, info, grid, tensors, constants)
 
 
