@@ -70,7 +70,7 @@ def rebuild(base: torch.Tensor, meta: DescriptorMeta, *, checked: bool = True) -
         fields["round_f32_to_tf32"] = round_tf32
     if checked:
         return cls(**fields)
-    desc = cls.__new__(cls)
+    desc: Any = object.__new__(cls)
     for key, value in fields.items():
         object.__setattr__(desc, key, value)
     return desc
