@@ -49,6 +49,28 @@ def _triton_kernel_types() -> tuple[type, ...]:
     return _KERNEL_TYPES
 
 
+_LAUNCH_OPTIONS: frozenset[str] = frozenset()
+
+
+def launch_option_names() -> frozenset[str]:
+    """Keywords a launch accepts besides the kernel's parameters (num_warps, num_stages, ...)."""
+    global _LAUNCH_OPTIONS
+    if _LAUNCH_OPTIONS:
+        return _LAUNCH_OPTIONS
+    names = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug"}
+    for module, cls_name in (
+        ("triton.backends.nvidia.compiler", "CUDAOptions"),
+        ("triton.backends.amd.compiler", "HIPOptions"),
+    ):
+        try:
+            cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
+            names.update(f.name for f in dataclasses.fields(cls))
+        except (ImportError, AttributeError, TypeError):
+            continue
+    _LAUNCH_OPTIONS = frozenset(names)
+    return _LAUNCH_OPTIONS
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelInfo:
     """What the launch path needs to know about a kernel; holds no reference to it."""
@@ -61,6 +83,8 @@ class KernelInfo:
     # Parameters that @triton.autotune configs or @triton.heuristics supply.
     provided_names: frozenset[str]
     interpreted: bool
+    # Every keyword a launch may pass: parameters and launch options.
+    keyword_names: frozenset[str]
 
 
 def _is_constexpr(annotation: object) -> bool:
@@ -95,6 +119,7 @@ def _describe(kernel: object) -> KernelInfo:
         constexpr_names=constexprs,
         provided_names=frozenset(provided) & frozenset(names),
         interpreted=type(inner).__name__ == "InterpretedFunction",
+        keyword_names=frozenset(names) | launch_option_names(),
     )
 
 
@@ -199,24 +224,66 @@ def check_grid(grid: object) -> None:
             )
 
 
+def _check_grid_result(
+    result: object, before: Mapping[str, int], tensors: Mapping[str, Tensor]
+) -> tuple[Any, ...]:
+    for n, t in tensors.items():
+        if t._version != before[n]:
+            raise RuntimeError(f"the grid callable wrote to tensor '{n}'; a grid must not mutate tensors")
+    if not isinstance(result, (tuple, list)):
+        raise TypeError(
+            f"the grid callable must return a tuple of 1 to 3 ints, got {type(result).__name__} {result!r}"
+        )
+    check_grid(result)
+    return tuple(result)
+
+
 def checked_grid_fn(grid: Callable[..., Any], tensors: Mapping[str, Tensor]) -> Callable[..., Any]:
     """Wrap a grid callable so that a bad result or a tensor write raises, naming the grid."""
 
     def grid_fn(meta: dict[str, Any]) -> tuple[Any, ...]:
         before = {n: t._version for n, t in tensors.items()}
-        result = grid(meta)
-        for n, t in tensors.items():
-            if t._version != before[n]:
-                raise RuntimeError(f"the grid callable wrote to tensor '{n}'; a grid must not mutate tensors")
-        if not isinstance(result, (tuple, list)):
-            raise TypeError(
-                f"the grid callable must return a tuple of 1 to 3 ints, got "
-                f"{type(result).__name__} {result!r}"
-            )
-        check_grid(result)
-        return tuple(result)
+        return _check_grid_result(grid(meta), before, tensors)
 
     return grid_fn
+
+
+def _grid_metas(kernel: Any, bound: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The meta dicts a grid callable will see: one per autotune config, heuristics applied."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    metas = [dict(bound)]
+    inner = kernel
+    while isinstance(inner, (Autotuner, Heuristics)):
+        if isinstance(inner, Autotuner) and inner.configs:
+            metas = [{**m, **c.kwargs} for m in metas for c in inner.configs]
+        elif isinstance(inner, Heuristics):
+            for m in metas:
+                for name, heuristic in inner.values.items():
+                    try:
+                        m[name] = heuristic(m)
+                    except Exception:  # noqa: BLE001 - it runs again, for real, at launch time
+                        pass
+        inner = inner.fn
+    return metas
+
+
+def check_grid_at_trace(kernel: Any, grid: GridType, bound: Mapping[str, Any]) -> None:
+    """Evaluate a grid callable while tracing, so a bad grid or a tensor write raises now.
+
+    At run time the callable sees the graph's tensors, not the traced ones; a write it
+    makes then could not be reported against the program the user wrote.
+    """
+    if not callable(grid):
+        return
+    tensors = {n: v for n, v in bound.items() if isinstance(v, Tensor)}
+    for meta in _grid_metas(kernel, bound):
+        before = {n: t._version for n, t in tensors.items()}
+        try:
+            result = grid(meta)
+        except Exception:  # noqa: BLE001 - e.g. a key only known at launch: checked again then
+            continue
+        _check_grid_result(result, before, tensors)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +299,13 @@ class LaunchSpec:
 
 
 def bind_arguments(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Bind a launch's arguments by name, defaults applied; raise naming a bad argument."""
+    """Bind a launch's arguments by name, defaults applied; raise naming a bad argument.
+
+    Launch options (``num_warps=...``) are kept as they are, after the parameters.
+    """
+    params = set(info.arg_names)
+    options = {k: v for k, v in kwargs.items() if k not in params and k in info.keyword_names}
+    kwargs = {k: v for k, v in kwargs.items() if k not in options}
     try:
         bound = info.signature.bind_partial(*args, **kwargs)
     except TypeError as e:
@@ -241,7 +314,7 @@ def bind_arguments(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, A
     missing = [n for n in info.arg_names if n not in bound.arguments and n not in info.provided_names]
     if missing:
         raise TypeError(f"{info.name}() missing a required argument: '{missing[0]}'")
-    return dict(bound.arguments)
+    return {**bound.arguments, **options}
 
 
 def _device_error(info: KernelInfo, name: str, t: Tensor) -> str | None:
@@ -303,11 +376,15 @@ def _grid_tensors(info: KernelInfo, args: tuple[Any, ...], kwargs: dict[str, Any
 def _launch(
     kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
+    if isinstance(grid, list):  # compiled triton takes lists; its interpreter does not
+        grid = tuple(grid)
     if _is_plain(args, kwargs):
-        if type(grid) is not tuple or not 0 < len(grid) < 4:
-            check_grid(grid)
-            if callable(grid):
-                grid = checked_grid_fn(grid, _grid_tensors(info, args, kwargs))
+        check_grid(grid)
+        unknown = [k for k in kwargs if k not in info.keyword_names]
+        if unknown:  # the interpreter would silently drop it
+            bind_arguments(info, args, kwargs)
+        if callable(grid):
+            grid = checked_grid_fn(grid, _grid_tensors(info, args, kwargs))
         try:
             return kernel[grid](*args, **kwargs)
         except Exception as e:
@@ -339,7 +416,11 @@ def _launch_traced(
 ) -> None:
     from .hops import launch_traced
 
-    launch_traced(make_launch_spec(kernel, info, grid, args, kwargs))
+    if isinstance(grid, list):
+        grid = tuple(grid)
+    spec = make_launch_spec(kernel, info, grid, args, kwargs)
+    check_grid_at_trace(kernel, grid, {**spec.constants, **spec.tensors})
+    launch_traced(spec)
 
 
 class _BoundLaunch:
@@ -352,8 +433,14 @@ class _BoundLaunch:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         w = self._wrapped
         grid = self._grid
-        # The common eager case, inlined: no mode, plain tensors, a tuple grid.
-        if type(grid) is tuple and 0 < len(grid) < 4 and _is_plain(args, kwargs):
+        # The common eager case, inlined: no mode, plain tensors, a tuple of ints, known keywords.
+        if (
+            type(grid) is tuple
+            and 0 < len(grid) < 4
+            and all(type(g) is int for g in grid)
+            and (not kwargs or w.info.keyword_names.issuperset(kwargs))
+            and _is_plain(args, kwargs)
+        ):
             try:
                 return w.kernel[grid](*args, **kwargs)
             except Exception as e:

@@ -1,0 +1,88 @@
+"""The public surface: ft.__all__ is exactly API.md's names, and each name is what API.md says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+from torch._ops import HigherOrderOperator
+
+import functional_triton as ft
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+API_MD = REPO_ROOT.parent / "shared" / "API.md"
+
+# API.md's public names (used when the shared copy of API.md is not next to the repository).
+CONTRACT_NAMES = {
+    "wrap_triton",
+    "triton_kernel_wrapper_mutation",
+    "triton_kernel_wrapper_functional",
+    "reinplace_compiler",
+}
+
+
+def api_md_names() -> set[str]:
+    """Every `ft.<name>` API.md mentions; the hard-coded contract when API.md is not available."""
+    if not API_MD.exists():
+        return set(CONTRACT_NAMES)
+    return set(re.findall(r"\bft\.([A-Za-z_]\w*)", API_MD.read_text()))
+
+
+def test_api_md_parses_to_the_contract() -> None:
+    assert api_md_names() == CONTRACT_NAMES
+
+
+def test_all_matches_api_md() -> None:
+    assert sorted(ft.__all__) == sorted(api_md_names())
+    assert len(ft.__all__) == len(set(ft.__all__))
+
+
+def test_every_public_name_exists() -> None:
+    missing = [name for name in api_md_names() if not hasattr(ft, name)]
+    assert missing == []
+
+
+def test_star_import_gives_exactly_the_public_names() -> None:
+    namespace: dict[str, object] = {}
+    exec("from functional_triton import *", namespace)  # noqa: S102 - the point of the test
+    assert set(namespace) - {"__builtins__"} == CONTRACT_NAMES
+
+
+def test_version_is_a_string() -> None:
+    assert isinstance(ft.__version__, str)
+    assert re.match(r"\d+(\.\d+)*", ft.__version__)
+
+
+def test_hops_are_higher_order_operators() -> None:
+    assert isinstance(ft.triton_kernel_wrapper_mutation, HigherOrderOperator)
+    assert isinstance(ft.triton_kernel_wrapper_functional, HigherOrderOperator)
+    assert type(ft.triton_kernel_wrapper_mutation) is not type(ft.triton_kernel_wrapper_functional)
+
+
+def test_hops_are_reachable_under_torch_ops_higher_order() -> None:
+    """Graph code prints them as torch.ops.higher_order.<name>: that path must resolve to them."""
+    mut = getattr(torch.ops.higher_order, ft.triton_kernel_wrapper_mutation.__name__)
+    fun = getattr(torch.ops.higher_order, ft.triton_kernel_wrapper_functional.__name__)
+    assert mut is ft.triton_kernel_wrapper_mutation
+    assert fun is ft.triton_kernel_wrapper_functional
+
+
+def test_wrap_triton_is_callable_with_docstring() -> None:
+    assert callable(ft.wrap_triton)
+    assert ft.wrap_triton.__doc__ and "Raises" in ft.wrap_triton.__doc__
+
+
+def test_reinplace_compiler_is_callable() -> None:
+    assert callable(getattr(ft, "reinplace_compiler", None))
+
+
+def test_reinplace_compiler_takes_inner_keyword() -> None:
+    import inspect
+
+    params = inspect.signature(ft.reinplace_compiler).parameters
+    assert list(params)[:2] == ["gm", "example_inputs"]
+    assert "inner" in params and params["inner"].kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
