@@ -1,0 +1,81 @@
+"""Every torch/triton version probe, resolved once at import.
+
+Each probe names the versions it was checked on. The package supports triton>=3.6 (torch 2.11 on the GPU
+machine) and is developed against triton 3.9 (torch 2.13, CPU).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+import triton
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """'3.9.0+git1234' -> (3, 9, 0); (0,) when unparsable. (No packaging dependency at runtime.)"""
+    match = re.match(r"(\d+(?:\.\d+)*)", text)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else (0,)
+
+
+TRITON_VERSION: tuple[int, ...] = _release(triton.__version__)
+
+# The IR builder and location bindings are the most direct evidence of what the frontend can emit.
+from triton._C.libtriton import ir as _ir  # noqa: E402
+
+# triton<=3.6: tl.make_block_ptr / tl.advance emit tt.make_tensor_ptr / tt.advance.
+# triton 3.9 removed them ("Block pointers have been removed in favor of the tensor descriptor API").
+HAS_BLOCK_POINTERS: bool = hasattr(_ir.builder, "create_make_block_ptr")
+
+# triton 3.6 accepts !tt.ptr<!tt.ptr<f32>> (a pointer loaded from memory); triton 3.9 rejects pointee
+# types that are not int/float with an MLIR assertion that aborts the process, so tests must not try.
+# Versions between 3.6 and 3.9 are unverified; the bound is the first version seen to reject them.
+HAS_POINTER_TO_POINTER: bool = TRITON_VERSION < (3, 9)
+
+# triton 3.9: ir.location.get_name() returns a function argument's name; triton 3.6 has no getter.
+HAS_LOCATION_NAME: bool = hasattr(_ir.location, "get_name")
+
+
+def _jit_registry() -> dict[str, Any] | None:
+    # triton 3.9: JITFunction.__init__ stores every instance in this module-level dict (3.6 has none).
+    import triton.runtime.jit as jit
+
+    registry = getattr(jit, "_triton_jit_function_registry", None)
+    return registry if isinstance(registry, dict) else None
+
+
+JIT_FUNCTION_REGISTRY: dict[str, Any] | None = _jit_registry()
+
+
+def _make_ir_takes_target() -> bool:
+    # triton 3.6 and 3.9: ASTSource.make_ir(target, options, codegen_fns, module_map, context);
+    # older releases had no target parameter.
+    from triton.compiler.compiler import ASTSource
+
+    return "target" in inspect.signature(ASTSource.make_ir).parameters
+
+
+MAKE_IR_TAKES_TARGET: bool = _make_ir_takes_target()
+
+
+def interpreter_enabled() -> bool:
+    """Whether @triton.jit builds InterpretedFunction objects (TRITON_INTERPRET=1 before import)."""
+    # triton 3.6 and 3.9 read the flag through triton.knobs; it is an environment read, so ask each time.
+    knobs = getattr(triton, "knobs", None)
+    return bool(knobs is not None and knobs.runtime.interpret)
+
+
+def interpreter_patched_objects() -> list[object]:
+    """The objects whose attributes triton's interpreter patches while an interpreted kernel runs.
+
+    triton 3.6 and 3.9: runtime.interpreter._patch_lang patches members of triton.language, .core, .math,
+    the tensor, dtype, condition and tensor_descriptor_base classes, and restores them after the run.
+    An InterpretedFunction called outside a run patches them and never restores them.
+    """
+    import triton.language as tl
+
+    core = tl.core
+    names = ("tensor", "dtype", "condition", "tensor_descriptor_base")
+    found: list[object] = [tl, core, getattr(tl, "math", None), *(getattr(core, n, None) for n in names)]
+    return [obj for obj in found if obj is not None]
