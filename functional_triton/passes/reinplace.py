@@ -15,9 +15,13 @@ not reads of the old value and are absorbed:
 - ``copy_(input, new_value)`` where the new value is now the input's own storage.
 
 Everything else (a later read, a graph output such as a tensor saved for backward, a
-view created earlier and read later) keeps the copy. Storages are tracked with a
-union-find over the fake tensors' storages in ``node.meta["val"]``, merged as groups
-are reinplaced. A node whose every group is reinplaced becomes a
+view created earlier and read later) keeps the copy. So does every group that reaches a
+graph input of a training graph (placeholders ``primals_*`` / ``tangents_*``):
+AOTAutograd copies a mutated input back after the forward, which bumps the version
+counter of a tensor the backward may have saved (it then refuses to run), and a
+backward's inputs are saved tensors and incoming gradients that autograd still owns.
+Storages are tracked with a union-find over the fake tensors' storages in
+``node.meta["val"]``, merged as groups are reinplaced. A node whose every group is reinplaced becomes a
 ``triton_kernel_wrapper_mutation`` launch, preceded by a size guard so that a graph
 replayed for other sizes still raises instead of launching with stale parameters.
 """
@@ -142,12 +146,18 @@ def _groups(node: fx.Node) -> dict[int, list[str]]:
     return groups
 
 
+def _is_training_graph(graph: fx.Graph) -> bool:
+    # AOTAutograd names a training forward's inputs primals_*, a backward's tangents_*.
+    return any(n.op == "placeholder" and n.name.startswith(("primals", "tangents")) for n in graph.nodes)
+
+
 def _try_group(
     node: fx.Node,
     names: list[str],
     storages: _Storages,
     order: Mapping[fx.Node, int],
     replaced: dict[fx.Node, fx.Node],
+    protected: set[int],
 ) -> bool:
     """Decide one alias group; on success record getitem -> argument replacements."""
     kwargs: Mapping[str, Any] = node.kwargs["kwargs"]  # type: ignore[assignment]
@@ -156,6 +166,8 @@ def _try_group(
         return False
     (cls,) = classes
     assert cls is not None
+    if any(storages.find(p) == cls for p in protected):
+        return False
     outputs = _getitems(node)
     trial = dict(replaced)
     for name in names:
@@ -175,8 +187,7 @@ def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> No
     """Drop in-place groups from the node's clones; a node with none left becomes a launch."""
     kw: dict[str, Any] = dict(node.kwargs)
     layouts = {
-        name: ((-1, *raw[1:]) if name in inplace_names else raw)
-        for name, raw in kw["layouts"].items()
+        name: ((-1, *raw[1:]) if name in inplace_names else raw) for name, raw in kw["layouts"].items()
     }
     to_clone = [n for n in kw["tensors_to_clone"] if n not in inplace_names]
     if to_clone:
@@ -220,12 +231,17 @@ def reinplace(gm: fx.GraphModule) -> fx.GraphModule:
     order = {n: i for i, n in enumerate(graph.nodes)}
     replaced: dict[fx.Node, fx.Node] = {}
     decisions: list[tuple[fx.Node, set[str]]] = []
+    protected = (
+        {storages.of_node[n] for n in graph.nodes if n.op == "placeholder" and n in storages.of_node}
+        if _is_training_graph(graph)
+        else set()
+    )
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not triton_kernel_wrapper_functional:
             continue
         inplace: set[str] = set()
         for names in _groups(node).values():
-            if _try_group(node, names, storages, order, replaced):
+            if _try_group(node, names, storages, order, replaced, protected):
                 inplace.update(names)
         if inplace:
             decisions.append((node, inplace))

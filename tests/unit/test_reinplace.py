@@ -1,0 +1,161 @@
+"""reinplace_compiler: which graphs it rewrites, which it must leave alone, and that results hold."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+import torch
+from functorch.compile import aot_function, make_boxed_func
+
+import functional_triton as ft
+from tests import kernels as K
+from tests.harness import check_matches_eager
+
+aten = torch.ops.aten
+N = 8
+
+
+def capture(graphs: list[torch.fx.GraphModule]) -> Any:
+    def inner(gm: torch.fx.GraphModule, _: Any) -> Any:
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    return functools.partial(ft.reinplace_compiler, inner=inner)
+
+
+def targets(gm: torch.fx.GraphModule) -> list[Any]:
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def inplace_input(wrap, x):
+    wrap(K.add_one_inplace)[(1,)](x, x.numel(), BLOCK=16)
+    return x.sum()
+
+
+def out_of_place(wrap, x):
+    out = torch.empty_like(x)
+    wrap(K.add_kernel)[(1,)](x, x, out, x.numel(), BLOCK=16)
+    return out
+
+
+def inplace_tail(wrap, x):
+    v = x[1:]
+    wrap(K.add_one_inplace)[(1,)](v, v.numel(), BLOCK=16)
+
+
+def inplace_half_columns(wrap, x):
+    v = x[:, :4]
+    wrap(K.scale_inplace_2d)[(v.shape[0],)](v, v.shape[0], v.shape[1], *v.stride(), BLOCK=8)
+
+
+def inplace_intermediate(wrap, x):
+    y = x * 2
+    wrap(K.add_one_inplace)[(1,)](y, y.numel(), BLOCK=16)
+    return y
+
+
+CASES = {
+    "graph input": (inplace_input, lambda: (torch.arange(16.0),)),
+    "fresh buffer": (out_of_place, lambda: (torch.arange(16.0),)),
+    "x[1:]": (inplace_tail, lambda: (torch.arange(16.0),)),
+    "half the columns": (inplace_half_columns, lambda: (torch.arange(32.0).reshape(4, 8),)),
+    "intermediate": (inplace_intermediate, lambda: (torch.arange(16.0),)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_benchmark_case_launches_in_place_with_no_copies(case: str) -> None:
+    prog, make = CASES[case]
+    graphs: list[torch.fx.GraphModule] = []
+    with torch.no_grad():
+        aot_function(
+            functools.partial(prog, ft.wrap_triton),
+            fw_compiler=capture(graphs),
+            keep_inference_input_mutations=True,
+        )(*make())
+    (gm,) = graphs
+    seen = targets(gm)
+    assert ft.triton_kernel_wrapper_functional not in seen, gm.code
+    assert ft.triton_kernel_wrapper_mutation in seen, gm.code
+    copies = {
+        aten.copy_.default,
+        aten.slice_scatter.default,
+        aten.as_strided_scatter.default,
+        aten.clone.default,
+    }
+    assert not copies & set(seen), gm.code
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_rewritten_graphs_match_eager(case: str) -> None:
+    prog, make = CASES[case]
+    check_matches_eager(prog, make, modes=("reinplace", "reinplace_keep"))
+
+
+def test_training_graph_inputs_keep_their_clone() -> None:
+    # The forward saves x (as written by the kernel) for the backward; writing the input in
+    # place would let AOTAutograd's copy-back bump the version of a saved tensor.
+    def prog(wrap, x, w):
+        y = x * w
+        wrap(K.add_one_inplace)[(1,)](x, N, BLOCK=N)
+        return y
+
+    graphs: list[torch.fx.GraphModule] = []
+    x = torch.arange(float(N))
+    w = torch.ones(N).requires_grad_()
+    aot_function(
+        functools.partial(prog, ft.wrap_triton),
+        fw_compiler=capture(graphs),
+        bw_compiler=capture(graphs),
+        keep_inference_input_mutations=True,
+    )(x, w).sum().backward()
+    forward = graphs[0]
+    assert ft.triton_kernel_wrapper_functional in targets(forward), forward.code
+    check_matches_eager(
+        prog,
+        lambda: (torch.arange(float(N)), torch.ones(N).requires_grad_()),
+        modes=("reinplace", "reinplace_keep"),
+    )
+
+
+def test_only_safe_groups_are_reinplaced() -> None:
+    # `a` is an intermediate nobody reads again; `b` is read after the kernel through `b_old`.
+    def prog(wrap, x):
+        a = x * 2
+        b = x * 3
+        b_old = b.clone()
+        wrap(K.two_writes)[(1,)](a, b, N, BLOCK=N)
+        return a, b, b_old
+
+    graphs: list[torch.fx.GraphModule] = []
+    with torch.no_grad():
+        aot_function(functools.partial(prog, ft.wrap_triton), fw_compiler=capture(graphs))(
+            torch.arange(float(N))
+        )
+    check_matches_eager(prog, lambda: (torch.arange(float(N)),), modes=("reinplace", "reinplace_keep"))
+
+
+def test_stale_sizes_still_raise_after_reinplacing() -> None:
+    compiled = aot_function(
+        functools.partial(inplace_input, ft.wrap_triton),
+        fw_compiler=ft.reinplace_compiler,
+        keep_inference_input_mutations=True,
+    )
+    with torch.no_grad():
+        compiled(torch.zeros(16))
+        with pytest.raises(
+            ValueError, match=r"argument 'x_ptr' has shape \(32,\), but the graph was traced for \(16,\)"
+        ):
+            compiled(torch.zeros(32))
+
+
+def test_inner_compiler_receives_the_rewritten_graph() -> None:
+    graphs: list[torch.fx.GraphModule] = []
+    with torch.no_grad():
+        out = aot_function(functools.partial(out_of_place, ft.wrap_triton), fw_compiler=capture(graphs))(
+            torch.arange(16.0)
+        )
+    assert torch.equal(out, torch.arange(16.0) * 2)
+    assert ft.triton_kernel_wrapper_mutation in targets(graphs[0])
