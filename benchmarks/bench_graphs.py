@@ -98,8 +98,11 @@ def cases(gpu: bool) -> list[tuple[str, Callable[..., Any], Callable[[], torch.T
         ("in place, graph input", inplace_input, lambda: torch.zeros(n, device=dev)),
         ("out of place, empty_like", out_of_place, lambda: torch.zeros(n, device=dev)),
         ("in place, x[1:]", inplace_tail, lambda: torch.zeros(n, device=dev)),
-        (f"in place, x[:, :{cols // 2}] of {rows}x{cols}", inplace_half_columns,
-         lambda: torch.zeros(rows, cols, device=dev)),
+        (
+            f"in place, x[:, :{cols // 2}] of {rows}x{cols}",
+            inplace_half_columns,
+            lambda: torch.zeros(rows, cols, device=dev),
+        ),
         ("in place, intermediate", inplace_intermediate, lambda: torch.zeros(n, device=dev)),
     ]
 
@@ -153,9 +156,13 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20)
     args = parser.parse_args()
     gpu = not SMOKE
-    print(f"torch {torch.__version__}, triton {triton.__version__}, "
-          f"{torch.cuda.get_device_name() if gpu else 'CPU interpreter (smoke check, no figures)'}")
-    header = f"{'case':42s} {'raw ms':>8s} " + " ".join(f"{k:>9s}" for k in ("ft", "ft+rp", "torch", "inductor"))
+    print(
+        f"torch {torch.__version__}, triton {triton.__version__}, "
+        f"{torch.cuda.get_device_name() if gpu else 'CPU interpreter (smoke check, no figures)'}"
+    )
+    header = f"{'case':42s} {'raw ms':>8s} " + " ".join(
+        f"{k:>9s}" for k in ("ft", "ft+rp", "torch", "inductor")
+    )
     print(header)
     with torch.no_grad():
         for name, prog, make in cases(gpu):

@@ -104,12 +104,16 @@ def tracing_cost() -> None:
         compiled(x, zero)
         run = time.perf_counter() - t1
         trace = total - run
-        print(f"  {launches:4d} launches: {trace * 1e3:8.1f} ms  ({trace / launches * 1e3:6.2f} ms per launch)")
+        print(
+            f"  {launches:4d} launches: {trace * 1e3:8.1f} ms  ({trace / launches * 1e3:6.2f} ms per launch)"
+        )
 
 
 def main() -> None:
-    print(f"torch {torch.__version__}, triton {triton.__version__}, "
-          f"{torch.cuda.get_device_name() if GPU else 'CPU interpreter (smoke check, no figures)'}")
+    print(
+        f"torch {torch.__version__}, triton {triton.__version__}, "
+        f"{torch.cuda.get_device_name() if GPU else 'CPU interpreter (smoke check, no figures)'}"
+    )
     eager_launches()
     tracing_cost()
 

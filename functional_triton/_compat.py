@@ -26,14 +26,17 @@ from triton._C.libtriton import ir as _ir  # noqa: E402
 
 # triton<=3.6: tl.make_block_ptr / tl.advance emit tt.make_tensor_ptr / tt.advance.
 # triton 3.9 removed them ("Block pointers have been removed in favor of the tensor descriptor API").
+# Goes when triton>=3.9 is the minimum (only tests read it; the analysis handles both).
 HAS_BLOCK_POINTERS: bool = hasattr(_ir.builder, "create_make_block_ptr")
 
 # triton 3.6 accepts !tt.ptr<!tt.ptr<f32>> (a pointer loaded from memory); triton 3.9 rejects pointee
 # types that are not int/float with an MLIR assertion that aborts the process, so tests must not try.
 # Versions between 3.6 and 3.9 are unverified; the bound is the first version seen to reject them.
+# Only tests read it. Goes when triton>=3.9 is the minimum.
 HAS_POINTER_TO_POINTER: bool = TRITON_VERSION < (3, 9)
 
-# triton 3.9: ir.location.get_name() returns a function argument's name; triton 3.6 has no getter.
+# triton 3.9: ir.location.get_name() returns a function argument's name; triton 3.6 has no getter
+# (argument names are then not cross-checked). Goes when triton>=3.9 is the minimum.
 HAS_LOCATION_NAME: bool = hasattr(_ir.location, "get_name")
 
 
@@ -50,7 +53,7 @@ JIT_FUNCTION_REGISTRY: dict[str, Any] | None = _jit_registry()
 
 def _make_ir_takes_target() -> bool:
     # triton 3.6 and 3.9: ASTSource.make_ir(target, options, codegen_fns, module_map, context);
-    # older releases had no target parameter.
+    # older releases had no target parameter. Always True for the supported triton>=3.6: can go.
     from triton.compiler.compiler import ASTSource
 
     return "target" in inspect.signature(ASTSource.make_ir).parameters
@@ -79,3 +82,19 @@ def interpreter_patched_objects() -> list[object]:
     names = ("tensor", "dtype", "condition", "tensor_descriptor_base")
     found: list[object] = [tl, core, getattr(tl, "math", None), *(getattr(core, n, None) for n in names)]
     return [obj for obj in found if obj is not None]
+
+
+def _tensor_descriptor_type() -> type | None:
+    # triton 3.6 and 3.9: host-side descriptors (triton.tools.tensor_descriptor.TensorDescriptor). A
+    # descriptor argument becomes `tensordesc<dtype[block]>` in the signature and, in TTIR, the
+    # !tt.tensordesc argument followed by one i32 per dim (shape) and one i64 per dim (strides).
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        return None
+    return TensorDescriptor
+
+
+TENSOR_DESCRIPTOR_TYPE: type | None = _tensor_descriptor_type()
+# TTIR scalar arguments that follow a host-side descriptor's !tt.tensordesc argument, per dimension.
+DESCRIPTOR_SCALARS_PER_DIM = 2

@@ -25,7 +25,7 @@ import threading
 import types
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import triton.language as tl
@@ -86,6 +86,8 @@ def analyze_writes(kernel: object, args: Mapping[str, object]) -> WriteAnalysis:
         return WriteAnalysis(frozenset(written), None, side_effects)
     except _Unknown as exc:
         return _unknown(str(exc))
+    except Exception as exc:  # a bug here must not break a trace: unknown is always a safe answer
+        return _unknown(f"mutation analysis failed: {_describe(exc)}")
 
 
 # --- the decorator stack -> concrete launches -------------------------------------------------------
@@ -176,6 +178,14 @@ _LOCK = threading.RLock()
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
+class _TtirArg(NamedTuple):
+    """What one argument of the TTIR kernel function should be."""
+
+    name: str  # the kernel parameter it comes from
+    pointer: bool  # a pointer or tensor descriptor (a tensor or descriptor parameter's first argument)
+    head: bool  # the parameter's own argument, not one a descriptor adds (shape/stride scalars)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Spec:
     """The TTIR-relevant facts of one launch."""
@@ -183,8 +193,7 @@ class _Spec:
     key: Hashable | None  # None: some constexpr value cannot be a cache key
     signature: dict[str, str]
     constants: dict[tuple[int, ...], object]
-    ttir_names: tuple[str, ...]  # parameters that are TTIR kernel arguments, in order
-    tensor_names: frozenset[str]
+    ttir_args: tuple[_TtirArg, ...]  # constexpr and None parameters have none
 
 
 def _analyze_leaf(leaf: object, args: Mapping[str, object]) -> WriteAnalysis:
@@ -214,8 +223,7 @@ def _kernel_params(fn: Callable[..., Any]) -> tuple[KernelParam, ...]:
 def _specialize(fn: Callable[..., Any], args: Mapping[str, object]) -> _Spec:
     signature: dict[str, str] = {}
     constants: dict[tuple[int, ...], object] = {}
-    ttir_names: list[str] = []
-    tensor_names: set[str] = set()
+    ttir_args: list[_TtirArg] = []
     key: list[Hashable] | None = []
     for index, param in enumerate(_kernel_params(fn)):
         name, value = param.name, _argument(param, args)
@@ -229,12 +237,22 @@ def _specialize(fn: Callable[..., Any], args: Mapping[str, object]) -> _Spec:
             # Scalars are never value-specialised here: the TTIR keeps every branch on them, which can
             # only add writes. Their type still follows triton (i32/i64/u64 by range, fp32, u1).
             signature[name] = param.annotation_type or _value_type(name, value)
-            ttir_names.append(name)
+            ttir_args.extend(_ttir_args(name, value))
             key = None if key is None else [*key, ("arg", signature[name])]
-            if isinstance(value, torch.Tensor):
-                tensor_names.add(name)
     frozen_key = None if key is None else tuple(key)
-    return _Spec(frozen_key, signature, constants, tuple(ttir_names), frozenset(tensor_names))
+    return _Spec(frozen_key, signature, constants, tuple(ttir_args))
+
+
+def _ttir_args(name: str, value: object) -> list[_TtirArg]:
+    if _is_descriptor(value):
+        extra = _compat.DESCRIPTOR_SCALARS_PER_DIM * len(value.block_shape)  # type: ignore[attr-defined]
+        return [_TtirArg(name, True, True), *(_TtirArg(name, False, False) for _ in range(extra))]
+    return [_TtirArg(name, isinstance(value, torch.Tensor), True)]
+
+
+def _is_descriptor(value: object) -> bool:
+    # Exactly triton's host-side TensorDescriptor: subclasses (im2col) lower differently.
+    return _compat.TENSOR_DESCRIPTOR_TYPE is not None and type(value) is _compat.TENSOR_DESCRIPTOR_TYPE
 
 
 def _extend_key(key: list[Hashable] | None, value: object) -> list[Hashable] | None:
@@ -259,10 +277,14 @@ def _argument(param: KernelParam, args: Mapping[str, object]) -> object:
 def _value_type(name: str, value: object) -> str:
     """Triton's signature type for a runtime argument."""
     if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).removeprefix("torch.")
-        if dtype not in type_canonicalisation_dict:
-            raise _Unknown(f"argument '{name}' has dtype {value.dtype}, which triton does not support")
-        return "*" + type_canonicalisation_dict[dtype]
+        return "*" + _dtype_name(name, value.dtype)
+    if _is_descriptor(value):
+        # Only the base's dtype and the block shape reach the signature (its base may be a traced tensor).
+        block = value.block_shape  # type: ignore[attr-defined]
+        if not all(isinstance(size, int) for size in block):
+            raise _Unknown(f"argument '{name}' is a TensorDescriptor with a non-integer block shape")
+        base_dtype = _dtype_name(name, value.base.dtype)  # type: ignore[attr-defined]
+        return f"tensordesc<{base_dtype}[{', '.join(str(size) for size in block)}]>"
     if isinstance(value, (bool, torch.SymBool)):  # before int: bool is an int
         return "u1"
     if isinstance(value, torch.SymInt):
@@ -278,6 +300,13 @@ def _value_type(name: str, value: object) -> str:
     if isinstance(value, (float, torch.SymFloat)):
         return "fp32"
     raise _Unknown(f"argument '{name}' has unsupported type {type(value).__name__}")
+
+
+def _dtype_name(name: str, dtype: torch.dtype) -> str:
+    text = str(dtype).removeprefix("torch.")
+    if text not in type_canonicalisation_dict:
+        raise _Unknown(f"argument '{name}' has dtype {dtype}, which triton does not support")
+    return type_canonicalisation_dict[text]
 
 
 def _freeze(value: object) -> Hashable:
@@ -323,24 +352,24 @@ def _analyze_spec(leaf: object, spec: _Spec) -> WriteAnalysis:
     untraced = sorted(origin for origin in summary.written if origin < 0)
     if untraced:
         return _unknown(f"writes through a {summary.origins[untraced[0]]}")
-    names = frozenset(spec.ttir_names[i] for i in summary.written)
+    names = frozenset(spec.ttir_args[i].name for i in summary.written)
     return WriteAnalysis(names, None, summary.side_effects)
 
 
 def _check_arguments(program: _Program, spec: _Spec) -> None:
-    # constexpr and None parameters are not TTIR arguments; every other parameter is one, in order.
-    # Check count, pointer-ness and (where triton exposes them) names before trusting the mapping.
+    # constexpr and None parameters are not TTIR arguments; every other parameter is one (a host-side
+    # descriptor several), in order. Check count, pointer-ness and (where triton exposes them) names
+    # before trusting the mapping.
     entry = program.functions[program.entry][0]
-    if len(entry.args) != len(spec.ttir_names):
-        raise _Unknown(
-            f"the TTIR kernel has {len(entry.args)} arguments, expected {len(spec.ttir_names)} "
-            f"({', '.join(spec.ttir_names)})"
-        )
-    for value, name, arg_name in zip(entry.args, spec.ttir_names, entry.arg_names):
-        if (value in program.pointers) != (name in spec.tensor_names):
-            raise _Unknown(f"TTIR argument for '{name}' does not match its value (pointer vs scalar)")
-        if arg_name and arg_name != name:
-            raise _Unknown(f"TTIR argument '{arg_name}' is where '{name}' was expected")
+    if len(entry.args) != len(spec.ttir_args):
+        raise _Unknown(f"the TTIR kernel has {len(entry.args)} arguments, expected {len(spec.ttir_args)}")
+    for value, expected, arg_name in zip(entry.args, spec.ttir_args, entry.arg_names):
+        if (value in program.pointers) != expected.pointer:
+            raise _Unknown(
+                f"TTIR argument for '{expected.name}' does not match its value (pointer vs scalar)"
+            )
+        if expected.head and arg_name and arg_name != expected.name:
+            raise _Unknown(f"TTIR argument '{arg_name}' is where '{expected.name}' was expected")
 
 
 # --- TTIR generation ------------------------------------------------------------------------------

@@ -198,6 +198,17 @@ def ptr_arith_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def ptr_2d_kernel(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    # expand_dims + broadcast + addptr: the usual 2-d pointer block.
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    src = x_ptr + rows[:, None] * N + cols[None, :]
+    dst = tl.reshape(out_ptr + rows[:, None] * N + cols[None, :], (BM * BN,))
+    tl.store(dst, tl.reshape(tl.load(src, mask=mask), (BM * BN,)), mask=tl.reshape(mask, (BM * BN,)))
+
+
+@triton.jit
 def where_ptr_kernel(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -234,6 +245,13 @@ def descriptor_update_kernel(x_ptr, out_ptr, M, N, OP: tl.constexpr, BM: tl.cons
     else:
         rows = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[N, 1], block_shape=[1, BN])
         rows.scatter(tile, m + tl.arange(0, BM), 0)
+
+
+@triton.jit
+def host_descriptor_kernel(in_desc, n, out_desc, spare_desc, BM: tl.constexpr, BN: tl.constexpr):
+    # Host-side TensorDescriptor arguments: each is a descriptor plus shape and stride scalars in TTIR.
+    m = tl.program_id(0) * BM
+    out_desc.store([m, 0], in_desc.load([m, 0]) + n + spare_desc.load([m, 0]))
 
 
 @triton.jit

@@ -9,10 +9,6 @@ import triton.language as tl
 
 from tests.harness import check_matches_eager
 
-# Until the mutation analysis maps host-side descriptor arguments, it reports them unknown and
-# every argument is treated as written, with a warning: correct, which is what is tested here.
-pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
-
 TensorDescriptor = pytest.importorskip("triton.tools.tensor_descriptor").TensorDescriptor
 
 
@@ -36,6 +32,16 @@ def inputs():
 
 def test_write_through_descriptor_is_functionalized_and_copied_back() -> None:
     check_matches_eager(prog, inputs)
+
+
+def test_analysis_sees_writes_through_descriptors() -> None:
+    from functional_triton.mutation import analyze_writes
+
+    x, y = inputs()
+    args = dict(
+        in_desc=TensorDescriptor.from_tensor(x, [4, 8]), out_desc=TensorDescriptor.from_tensor(y, [4, 8])
+    )
+    assert analyze_writes(desc_add_one, {**args, "BM": 4, "BN": 8}).written_names == frozenset({"out_desc"})
 
 
 def test_descriptor_over_the_same_tensor_reads_its_own_writes() -> None:

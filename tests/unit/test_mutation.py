@@ -6,6 +6,7 @@ in the interpreter and checks that every argument whose bytes changed was report
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 import weakref
@@ -62,6 +63,8 @@ def row(
     return pytest.param(Case(kernel, kwargs, frozen, runnable), id=id, marks=marks)
 
 
+TensorDescriptor: Any = _compat.TENSOR_DESCRIPTOR_TYPE
+NO_HOST_DESCRIPTORS = None if TensorDescriptor is not None else "no triton.tools.tensor_descriptor"
 NO_BLOCK_PTR = None if _compat.HAS_BLOCK_POINTERS else "block pointers removed in triton>=3.9"
 NO_PTR_TO_PTR = None if _compat.HAS_POINTER_TO_POINTER else "pointer-to-pointer types abort in triton>=3.9"
 
@@ -77,6 +80,20 @@ def atomic(op: str) -> Any:
 
 def select(**extra: object) -> dict[str, object]:
     return {"x_ptr": f32(), "out_ptr": f32(), "y_ptr": f32(), **extra}
+
+
+def host_descriptors() -> dict[str, object]:
+    def desc(t: torch.Tensor) -> Any:
+        return TensorDescriptor.from_tensor(t, [16, 16])
+
+    return {
+        "in_desc": desc(f32(64, 16)),
+        "n": 1,
+        "out_desc": desc(f32(64, 16)),
+        "spare_desc": desc(f32(64, 16)),
+        "BM": 16,
+        "BN": 16,
+    }
 
 
 def descriptor(**extra: object) -> dict[str, object]:
@@ -124,6 +141,7 @@ CASES = [
         {"a_ptr", "b_ptr", "c_ptr", "d_ptr"},
     ),
     row("ptr_arithmetic", K.ptr_arith_kernel, one_d(), {"out_ptr"}),
+    row("ptr_2d_expand_broadcast_reshape", K.ptr_2d_kernel, descriptor(), {"out_ptr"}),
     row(
         "where_between_two_ptrs",
         K.where_ptr_kernel,
@@ -138,6 +156,13 @@ CASES = [
         descriptor(OP="atomic_add"),
         {"out_ptr"},
         runnable=False,  # the interpreter has no descriptor atomics
+    ),
+    row(
+        "host_tensor_descriptors",
+        K.host_descriptor_kernel,
+        host_descriptors() if TensorDescriptor is not None else {},
+        {"out_desc"},
+        skip=NO_HOST_DESCRIPTORS,
     ),
     row("tensor_descriptor_scatter", K.descriptor_update_kernel, descriptor(OP="scatter"), {"out_ptr"}),
     row(
@@ -191,9 +216,24 @@ CASES = [
 ]
 
 
+def tensor_of(value: object) -> torch.Tensor | None:
+    """The memory an argument names: a tensor, or a host-side descriptor's base."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if TensorDescriptor is not None and isinstance(value, TensorDescriptor):
+        return value.base
+    return None
+
+
+def with_tensor(value: object, tensor: torch.Tensor) -> object:
+    if isinstance(value, torch.Tensor):
+        return tensor
+    return dataclasses.replace(value, base=tensor)  # type: ignore[type-var]
+
+
 def on_meta(kwargs: Mapping[str, object]) -> dict[str, object]:
     """The same launch with data-less tensors: the analysis may only look at dtypes."""
-    return {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    return {k: v if (t := tensor_of(v)) is None else with_tensor(v, t.to("meta")) for k, v in kwargs.items()}
 
 
 @pytest.fixture
@@ -237,19 +277,20 @@ def sentinel(template: torch.Tensor, index: int) -> torch.Tensor:
 
 def with_sentinels(kwargs: Mapping[str, object]) -> dict[str, object]:
     return {
-        name: sentinel(value, i) if isinstance(value, torch.Tensor) else value
+        name: value if (t := tensor_of(value)) is None else with_tensor(value, sentinel(t, i))
         for i, (name, value) in enumerate(kwargs.items())
     }
 
 
 def changed_by_run(kernel: Any, args: dict[str, object]) -> set[str]:
-    """Run the raw kernel; the tensor arguments whose bytes changed."""
-    before = {name: v.clone() for name, v in args.items() if isinstance(v, torch.Tensor)}
+    """Run the raw kernel; the arguments whose memory changed (bytewise)."""
+    tensors = {name: t for name, v in args.items() if (t := tensor_of(v)) is not None}
+    before = {name: t.clone() for name, t in tensors.items()}
     kernel[GRID](**args)
     return {
         name
         for name, old in before.items()
-        if not torch.equal(old.view(torch.uint8), args[name].view(torch.uint8))  # type: ignore[union-attr]
+        if not torch.equal(old.view(torch.uint8), tensors[name].view(torch.uint8))
     }
 
 
