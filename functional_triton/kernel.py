@@ -423,6 +423,9 @@ def _launch_traced(
     launch_traced(spec)
 
 
+_INT_TUPLE_TYPES = {(int,): True, (int, int): True, (int, int, int): True}
+
+
 class _BoundLaunch:
     __slots__ = ("_wrapped", "_grid")
 
@@ -434,12 +437,8 @@ class _BoundLaunch:
         w = self._wrapped
         grid = self._grid
         # The common eager case, inlined: no mode, plain tensors, a tuple of ints, known keywords.
-        if (
-            type(grid) is tuple
-            and 0 < len(grid) < 4
-            and all(type(g) is int for g in grid)
-            and (not kwargs or w.info.keyword_names.issuperset(kwargs))
-            and _is_plain(args, kwargs)
+        if type(grid) is tuple and _INT_TUPLE_TYPES.get(tuple(map(type, grid))) and (
+            (not kwargs or w.info.keyword_names.issuperset(kwargs)) and _is_plain(args, kwargs)
         ):
             try:
                 return w.kernel[grid](*args, **kwargs)
