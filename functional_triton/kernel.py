@@ -423,7 +423,7 @@ def _launch_traced(
     launch_traced(spec)
 
 
-_INT_TUPLE_TYPES = {(int,): True, (int, int): True, (int, int, int): True}
+_INT_TUPLE_TYPES: dict[tuple[type, ...], bool] = {(int,): True, (int, int): True, (int, int, int): True}
 
 
 class _BoundLaunch:
@@ -437,7 +437,8 @@ class _BoundLaunch:
         w = self._wrapped
         grid = self._grid
         # The common eager case, inlined: no mode, plain tensors, a tuple of ints, known keywords.
-        if type(grid) is tuple and _INT_TUPLE_TYPES.get(tuple(map(type, grid))) and (
+        grid_types: tuple[type, ...] = tuple(map(type, grid)) if type(grid) is tuple else ()  # type: ignore[arg-type]
+        if _INT_TUPLE_TYPES.get(grid_types) and (
             (not kwargs or w.info.keyword_names.issuperset(kwargs)) and _is_plain(args, kwargs)
         ):
             try:
