@@ -11,11 +11,13 @@ strides and storage offset, and a group id. Arguments that share storage with an
 argument the kernel may write form one group (id >= 0), read-only ones included;
 every other tensor argument gets group -1. The functional operator then:
 
-1. allocates one buffer per group, covering only the bytes the members reach
-   (from the lowest element, rounded down to 16 bytes so that the clone keeps the
-   original pointer alignment, never from storage offset 0);
-2. copies each member's current value into a view of that buffer with the member's
-   recorded sizes and strides, at its offset relative to the buffer's start;
+1. allocates one buffer per group, as long as the storage up to the last element the
+   members reach, so that every member keeps its exact storage offset: functionalization
+   derives the metadata of later views from the replaced values, and a shifted offset
+   would make them disagree with the originals;
+2. copies only each member's current elements into a view of that buffer with the
+   member's recorded sizes, strides and storage offset (nothing below the lowest member
+   and nothing between members is copied: the time is the members', not the storage's);
 3. runs the kernel on those views, so every alias sees every write in order;
 4. returns the written members' views, by argument name.
 
@@ -69,21 +71,38 @@ def storage_key(t: Tensor) -> int:
     return int(t.untyped_storage()._cdata)
 
 
-def compute_layouts(tensors: Mapping[str, Tensor], written_names: frozenset[str]) -> dict[str, LayoutTuple]:
-    """Describe every tensor argument; group those sharing storage with a written one."""
+def compute_layouts(
+    tensors: Mapping[str, Tensor],
+    written_names: frozenset[str],
+    values: Mapping[str, Any] | None = None,
+) -> dict[str, LayoutTuple]:
+    """Describe every tensor argument; group those sharing storage with a written one.
+
+    ``tensors`` are the traced (functional) tensors: their storages say who aliases whom.
+    ``values`` are their current values, one level down, when those are real views: a
+    group takes its geometry from them if they share one storage. Functionalization derives
+    a new view's metadata from its base's current value, and a replaced value (an input
+    written before, at a nonzero storage offset) may sit at another offset than the
+    wrapper still reports; the values always agree with each other.
+    """
     by_storage: dict[int, list[str]] = {}
     for name, t in tensors.items():
         by_storage.setdefault(storage_key(t), []).append(name)
     group_of: dict[str, int] = {}
+    geometry: dict[str, Tensor] = dict(tensors)
     written_groups = [ns for ns in by_storage.values() if any(n in written_names for n in ns)]
     for gid, names in enumerate(written_groups):
         for n in names:
             group_of[n] = gid
+        if values is not None and len(names) > 1:
+            inner = [values.get(n) for n in names]
+            if all(isinstance(v, Tensor) for v in inner) and len({storage_key(v) for v in inner}) == 1:
+                geometry.update(zip(names, inner))
     return {
         name: ArgLayout(
-            group_of.get(name, -1), tuple(t.size()), tuple(t.stride()), t.storage_offset()
+            group_of.get(name, -1), tuple(g.size()), tuple(g.stride()), g.storage_offset()
         ).as_tuple()
-        for name, t in tensors.items()
+        for name, g in geometry.items()
     }
 
 
@@ -112,9 +131,10 @@ def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
         if n != 0:
             isz = t.element_size()
             spans.append((lay.storage_offset * isz, (lay.storage_offset + n) * isz))
-    lo = min((a for a, _ in spans), default=0)
+    # Note [alias groups], 1: the buffer starts at the storage's start, so every member keeps
+    # its exact storage offset; memory below the lowest member is allocated, never copied.
+    lo = 0
     hi = max((b for _, b in spans), default=0)
-    lo = lo - lo % _ALIGN_BYTES
     hi = hi + (-hi) % _ALIGN_BYTES
     first = members[0][0]
     buf = torch.empty(hi - lo, dtype=torch.uint8, device=first.device)

@@ -100,11 +100,12 @@ def mutation_functionalize(
 ) -> None:
     written = written_names(kernel_idx, constant_args_idx, kwargs)
     tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
-    layouts = compute_layouts(tensors, written)
-    if views_are_copies(ctx):
+    unwrapped = ctx.unwrap_tensors(kwargs)
+    copies = views_are_copies(ctx)
+    layouts = compute_layouts(tensors, written, None if copies else unwrapped)
+    if copies:
         check_aliasing_supported(tensors, layouts)
     to_clone = [n for n in kwargs if n in written]
-    unwrapped = ctx.unwrap_tensors(kwargs)
     with ctx.redispatch_to_next():
         outputs = triton_kernel_wrapper_functional(
             kernel_idx=kernel_idx,

@@ -12,7 +12,7 @@ from torch._ops import HigherOrderOperator
 
 from .aliasing import rebuild_arguments
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
-from .kernel import LaunchSpec, checked_grid_fn, kernel_info
+from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
 from .side_table import kernel_side_table
 
 
@@ -30,6 +30,14 @@ class _TritonKernelWrapper(HigherOrderOperator):
         return tuple(overloaded)
 
 
+# Note [no dispatch for plain tensors]
+# A compiled graph calls these operators on plain tensors with no mode active. Their
+# autograd rule is a fallthrough and their dense rule is the only one left, so the
+# dispatcher (tens of microseconds per call in Python) would change nothing: call the
+# dense rule directly, exactly as the eager launch path skips the operator altogether.
+# Anything else (a mode, a functional, fake or meta tensor, a subclass) dispatches.
+
+
 class TritonKernelWrapperMutation(_TritonKernelWrapper):
     """``triton_kernel_wrapper_mutation(*, kernel_idx, constant_args_idx, grid, kwargs) -> None``."""
 
@@ -44,6 +52,8 @@ class TritonKernelWrapperMutation(_TritonKernelWrapper):
         grid: Sequence[Any] | None,
         kwargs: dict[str, Any],
     ) -> None:
+        if _is_plain((), kwargs):  # Note [no dispatch for plain tensors]
+            return launch_raw(kernel_idx, constant_args_idx, grid, kwargs)
         return super().__call__(  # type: ignore[no-any-return]
             kernel_idx=kernel_idx,
             constant_args_idx=constant_args_idx,
@@ -68,6 +78,15 @@ class TritonKernelWrapperFunctional(_TritonKernelWrapper):
         tensors_to_clone: Sequence[str],
         layouts: Mapping[str, Sequence[Any]],
     ) -> dict[str, Tensor]:
+        if _is_plain((), kwargs):  # Note [no dispatch for plain tensors]
+            return functional_dense(
+                kernel_idx=kernel_idx,
+                constant_args_idx=constant_args_idx,
+                grid=grid,
+                kwargs=kwargs,
+                tensors_to_clone=tensors_to_clone,
+                layouts=layouts,
+            )
         return super().__call__(  # type: ignore[no-any-return]
             kernel_idx=kernel_idx,
             constant_args_idx=constant_args_idx,
@@ -115,7 +134,7 @@ def launch_raw(
         if name not in values:
             break
         args.append(values.pop(name))
-    kernel[launch_grid](*args, **values)
+    kernel.run(*args, grid=launch_grid, warmup=False, **values)
 
 
 @triton_kernel_wrapper_mutation.py_impl(DispatchKey.CompositeExplicitAutograd)

@@ -427,25 +427,28 @@ _INT_TUPLE_TYPES: dict[tuple[type, ...], bool] = {(int,): True, (int, int): True
 
 
 class _BoundLaunch:
-    __slots__ = ("_wrapped", "_grid")
+    __slots__ = ("_kernel", "_info", "_grid")
 
-    def __init__(self, wrapped: TritonKernel, grid: GridType) -> None:
-        self._wrapped = wrapped
+    def __init__(self, kernel: Any, info: KernelInfo, grid: GridType) -> None:
+        self._kernel = kernel
+        self._info = info
         self._grid = grid
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        w = self._wrapped
-        grid = self._grid
-        # The common eager case, inlined: no mode, plain tensors, a tuple of ints, known keywords.
+        kernel, info, grid = self._kernel, self._info, self._grid
+        # The common eager case, inlined (this runs on every launch): a tuple of 1 to 3 ints,
+        # known keywords, no mode, plain tensors; then exactly what kernel[grid](...) runs.
         grid_types: tuple[type, ...] = tuple(map(type, grid)) if type(grid) is tuple else ()  # type: ignore[arg-type]
-        if _INT_TUPLE_TYPES.get(grid_types) and (
-            (not kwargs or w.info.keyword_names.issuperset(kwargs)) and _is_plain(args, kwargs)
+        if (
+            _INT_TUPLE_TYPES.get(grid_types)
+            and (not kwargs or info.keyword_names.issuperset(kwargs))
+            and _is_plain(args, kwargs)
         ):
             try:
-                return w.kernel[grid](*args, **kwargs)
+                return kernel.run(*args, grid=grid, warmup=False, **kwargs)
             except Exception as e:
-                return _after_failure(e, w.kernel, w.info, grid, args, kwargs)
-        return _launch(w.kernel, w.info, grid, args, kwargs)
+                return _after_failure(e, kernel, info, grid, args, kwargs)
+        return _launch(kernel, info, grid, args, kwargs)
 
 
 class TritonKernel:
@@ -458,7 +461,7 @@ class TritonKernel:
         self.info = kernel_info(kernel)
 
     def __getitem__(self, grid: GridType) -> Callable[..., Any]:
-        return _BoundLaunch(self, grid)
+        return _BoundLaunch(self.kernel, self.info, grid)
 
     def run(self, *args: Any, grid: GridType | None = None, **kwargs: Any) -> Any:
         """Launch like ``kernel.run(*args, grid=grid, **kwargs)``."""

@@ -215,7 +215,10 @@ def _apply_replacements(graph: fx.Graph, replaced: Mapping[fx.Node, fx.Node]) ->
     """getitems -> arguments, absorbed scatters -> their base, absorbed copy_ -> gone."""
     for node in list(graph.nodes):
         if node in replaced:
-            node.replace_all_uses_with(replaced[node])
+            target = replaced[node]
+            while target in replaced:  # a later kernel's output replaced by an earlier one's
+                target = replaced[target]
+            node.replace_all_uses_with(target)
             graph.erase_node(node)
         elif node.op == "call_function" and _absorbed(node, replaced):
             dst = node.args[0]

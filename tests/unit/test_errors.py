@@ -206,7 +206,7 @@ def test_run_without_grid(mode: str) -> None:
 
 def test_cpu_tensor_for_compiled_kernel_names_argument() -> None:
     info = dataclasses.replace(kernel_info(K.add_kernel), interpreted=False)
-    x, y, out = torch.zeros(N), torch.zeros(N), torch.zeros(N)
+    x, y, out = (torch.zeros(N, device="cpu") for _ in range(3))
     with pytest.raises(ValueError, match=r"argument 'x_ptr' is on cpu, but add_kernel runs on cuda") as err:
         make_launch_spec(K.add_kernel, info, (1,), (x, y, out, N), {"BLOCK": 8})
     assert "TRITON_INTERPRET=1" in str(err.value)
@@ -222,7 +222,7 @@ def test_cpu_tensor_by_keyword_for_compiled_kernel_names_argument() -> None:
             (),
             {
                 "n": N,
-                "out_ptr": torch.zeros(N),
+                "out_ptr": torch.zeros(N, device="cpu"),
                 "BLOCK": 8,
                 "y_ptr": torch.zeros(N, device="meta"),
                 "x_ptr": torch.zeros(N, device="meta"),
@@ -230,6 +230,7 @@ def test_cpu_tensor_by_keyword_for_compiled_kernel_names_argument() -> None:
         )
 
 
+@pytest.mark.skipif(not kernel_info(K.add_kernel).interpreted, reason="needs TRITON_INTERPRET=1 (CPU run)")
 def test_interpreted_kernel_accepts_cpu_tensors() -> None:
     info = kernel_info(K.add_kernel)
     assert info.interpreted
@@ -247,7 +248,7 @@ def test_tensors_on_several_devices() -> None:
             K.add_kernel,
             info,
             (1,),
-            (torch.zeros(N), torch.zeros(N, device="meta"), torch.zeros(N), N),
+            (torch.zeros(N, device="cpu"), torch.zeros(N, device="meta"), torch.zeros(N, device="cpu"), N),
             {"BLOCK": 8},
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,10 @@ from tests import kernels as K
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
 
 N = 8
+
+
+# Real launches need tensors where the kernel runs: CPU under the interpreter, else CUDA.
+DEVICE = os.environ.get("FT_TEST_DEVICE", "cpu")
 
 
 class Launches:
@@ -60,7 +65,7 @@ def out_2d(device: str = "cpu") -> torch.Tensor:
     return torch.zeros(4, 2, device=device).t()
 
 
-def add_kwargs(device: str = "cpu") -> dict[str, Any]:
+def add_kwargs(device: str = DEVICE) -> dict[str, Any]:
     x = torch.arange(N, dtype=torch.float32, device=device).reshape(2, 4)
     y = torch.ones(2, 4, device=device)
     return {"x_ptr": x, "y_ptr": y, "out_ptr": out_2d(device), "n": N}
@@ -79,10 +84,10 @@ def test_counter_sees_a_real_launch(launches: Launches) -> None:
     kwargs = add_kwargs()
     ft.triton_kernel_wrapper_mutation(**launches.mutation_args(kwargs))
     assert launches.count == 1
-    expected = torch.zeros(4, 2).t()
+    expected = torch.zeros(4, 2, device=DEVICE).t()
     K.add_kernel[(1,)](kwargs["x_ptr"], kwargs["y_ptr"], expected, N, BLOCK=N)
     torch.testing.assert_close(kwargs["out_ptr"], expected, rtol=0, atol=0)
-    assert not torch.equal(expected, torch.zeros(2, 4))
+    assert not torch.equal(expected, torch.zeros(2, 4, device=DEVICE))
 
 
 def test_mutation_under_fake_mode_returns_none_without_launching(launches: Launches) -> None:
