@@ -95,8 +95,8 @@ def compute_layouts(
         for n in names:
             group_of[n] = gid
         if values is not None and len(names) > 1:
-            inner = [values.get(n) for n in names]
-            if all(isinstance(v, Tensor) for v in inner) and len({storage_key(v) for v in inner}) == 1:
+            inner = [v for v in (values.get(n) for n in names) if isinstance(v, Tensor)]
+            if len(inner) == len(names) and len({storage_key(v) for v in inner}) == 1:
                 geometry.update(zip(names, inner))
     return {
         name: ArgLayout(
