@@ -1,0 +1,443 @@
+"""Kernels inside torch.autograd.Function forward and backward, traced by aot_function / aot_module.
+
+Each program is run eagerly with raw ``kernel[grid](...)`` launches and under AOTAutograd (joint
+graph, partitioned into forward and backward graphs, nop compilers); outputs, inputs after the call
+and every leaf's ``.grad`` must match bit for bit (tests/harness.py). The backward kernels write
+where real code writes: a fresh gradient buffer, a tensor saved in forward, the incoming gradient,
+and a kernel whose writes the analysis cannot see (pytorch#119348, pytorch#174124).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+import triton
+from functorch.compile import aot_function, aot_module, make_boxed_func
+
+import functional_triton as ft
+import functional_triton.functionalize as ft_functionalize
+import functional_triton.mutation as ft_mutation
+from functional_triton.functionalize import AnalysisWarning
+from functional_triton.side_table import kernel_side_table
+from tests.harness import check_matches_eager, raw
+from tests.training import kernels as K
+
+TORCH_BEFORE_2_13 = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
+
+N = 24
+BLOCK = 16  # two programs per launch, the second one masked
+MODES = ("aot_function", "aot_module")
+Wrap = Callable[[Any], Any]
+
+
+def grid(n: int) -> tuple[int]:
+    return (triton.cdiv(n, BLOCK),)
+
+
+def leaves(device: str, *, rg_w: bool = True) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    """Two leaves with distinct, exactly representable values (tests tell every element apart)."""
+
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        x = (torch.arange(N, dtype=torch.float32, device=device) - 9) / 4
+        w = (torch.arange(N, dtype=torch.float32, device=device) % 7 - 3) / 2
+        return x.requires_grad_(), w.requires_grad_(rg_w)
+
+    return make
+
+
+# --- the autograd.Functions -----------------------------------------------------------------------------
+
+
+class Mul(torch.autograd.Function):
+    """out = x * w; the backward kernel writes dx and dw where ``into`` says.
+
+    into="fresh": new buffers (torch.empty_like), the usual way.
+    into="preallocated": buffers allocated in forward and saved for backward, which fills them.
+    into="saved": dx over the saved x and dw over the saved w, a memory-saving trick: both are dead
+        once the gradients are computed (the kernel loads everything before it stores).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, wrap: Wrap, into: str) -> torch.Tensor:
+        out = torch.empty_like(x)
+        wrap(K.mul_fwd)[grid(x.numel())](x, w, out, x.numel(), BLOCK=BLOCK)
+        if into == "preallocated":
+            ctx.save_for_backward(x, w, torch.empty_like(x), torch.empty_like(w))
+        else:
+            ctx.save_for_backward(x, w)
+        ctx.wrap, ctx.into = wrap, into
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        x, w, *buffers = ctx.saved_tensors
+        dy = dy.contiguous()
+        if ctx.into == "fresh":
+            dx, dw = torch.empty_like(x), torch.empty_like(w)
+        elif ctx.into == "preallocated":
+            dx, dw = buffers
+        else:
+            dx, dw = x, w
+        ctx.wrap(K.mul_bwd)[grid(x.numel())](x, w, dy, dx, dw, x.numel(), BLOCK=BLOCK)
+        return dx, dw, None, None
+
+
+class MulWithGradSum(torch.autograd.Function):
+    """pytorch#174124's shape: forward returns (out, acc), acc is saved, and backward adds dy into it.
+
+    ``acc`` is a forward output that does not require grad; the backward kernel mutates it in place.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, wrap: Wrap) -> tuple[torch.Tensor, torch.Tensor]:
+        out = torch.empty_like(x)
+        wrap(K.mul_fwd)[grid(x.numel())](x, w, out, x.numel(), BLOCK=BLOCK)
+        acc = torch.zeros_like(x)
+        wrap(K.accumulate)[grid(x.numel())](acc, out, x.numel(), BLOCK=BLOCK)
+        ctx.mark_non_differentiable(acc)
+        ctx.save_for_backward(x, w, acc)
+        ctx.wrap = wrap
+        return out, acc
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor, _: Any) -> tuple[Any, ...]:
+        x, w, acc = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx, dw = torch.empty_like(x), torch.empty_like(w)
+        ctx.wrap(K.mul_bwd)[grid(x.numel())](x, w, dy, dx, dw, x.numel(), BLOCK=BLOCK)
+        ctx.wrap(K.accumulate)[grid(x.numel())](acc, dy, x.numel(), BLOCK=BLOCK)
+        return dx, dw, None
+
+
+class GeluTanh(torch.autograd.Function):
+    """GELU (tanh); the backward kernel writes dx over the incoming gradient, or over the saved x."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, wrap: Wrap, into: str) -> torch.Tensor:
+        y = torch.empty_like(x)
+        wrap(K.gelu_tanh_fwd)[grid(x.numel())](x, y, x.numel(), BLOCK=BLOCK)
+        ctx.save_for_backward(x)
+        ctx.wrap, ctx.into = wrap, into
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        (x,) = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx = {"grad_out": dy, "saved": x, "fresh": torch.empty_like(x)}[ctx.into]
+        ctx.wrap(K.gelu_tanh_bwd)[grid(x.numel())](x, dy, dx, x.numel(), BLOCK=BLOCK)
+        return dx, None, None
+
+
+class MulOpaqueBackward(torch.autograd.Function):
+    """out = x * w whose backward kernel mutation analysis cannot see through."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, wrap: Wrap, opaque: bool) -> torch.Tensor:
+        out = torch.empty_like(x)
+        wrap(K.mul_fwd)[grid(x.numel())](x, w, out, x.numel(), BLOCK=BLOCK)
+        ctx.save_for_backward(x, w)
+        ctx.wrap, ctx.opaque = wrap, opaque
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        x, w = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx, dw = torch.empty_like(x), torch.empty_like(w)
+        ctx.wrap(K.mul_bwd_opaque)[grid(x.numel())](
+            x, w, dy, dx, dw, x.numel(), OPAQUE=ctx.opaque, BLOCK=BLOCK
+        )
+        return dx, dw, None, None
+
+
+# --- what the partitioned graphs hold ---------------------------------------------------------------------
+
+
+def kernel_calls(gm: torch.fx.GraphModule) -> list[tuple[str, tuple[str, ...]]]:
+    """(kernel name, written argument names) of each kernel call in the graph, in order.
+
+    Every call must be functional: a mutation node left in an AOTAutograd graph is a bug.
+    """
+    calls = []
+    for node in gm.graph.nodes:
+        assert node.target is not ft.triton_kernel_wrapper_mutation, f"mutation node left in\n{gm.code}"
+        if node.target is ft.triton_kernel_wrapper_functional:
+            kernel, _ = kernel_side_table.get_kernel(node.kwargs["kernel_idx"])
+            calls.append((kernel.fn.__name__, tuple(node.kwargs["tensors_to_clone"])))
+    return calls
+
+
+def traced_graphs(
+    fn: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], mode: str
+) -> dict[str, list[list[tuple[str, tuple[str, ...]]]]]:
+    """Trace ``fn`` under ``mode``, run forward and backward once; the kernel calls of each graph."""
+    graphs: dict[str, list[list[tuple[str, tuple[str, ...]]]]] = {"fw": [], "bw": []}
+
+    def recorder(kind: str) -> Callable[..., Any]:
+        def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+            graphs[kind].append(kernel_calls(gm))
+            return make_boxed_func(gm.forward)
+
+        return compiler
+
+    traced = functools.partial(fn, ft.wrap_triton)
+    if mode == "aot_function":
+        compiled = aot_function(traced, fw_compiler=recorder("fw"), bw_compiler=recorder("bw"))
+    else:
+        compiled = aot_module(_Module(fn), fw_compiler=recorder("fw"), bw_compiler=recorder("bw"))
+    out = compiled(*make_inputs())
+    leaves_out = torch.utils._pytree.tree_leaves(out)
+    torch.stack(
+        [o.sum() for o in leaves_out if isinstance(o, torch.Tensor) and o.requires_grad]
+    ).sum().backward()
+    return graphs
+
+
+class _Module(torch.nn.Module):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *inputs: Any) -> Any:
+        return self.fn(ft.wrap_triton, *inputs)
+
+
+# --- a backward kernel writing into a fresh gradient buffer ------------------------------------------------
+
+
+def mul_fresh(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return Mul.apply(x, w, wrap, "fresh")
+
+
+@pytest.mark.parametrize("rg_w", [True, False], ids=["w_requires_grad", "w_no_grad"])
+def test_backward_writes_fresh_gradient_buffers(device: str, rg_w: bool) -> None:
+    check_matches_eager(mul_fresh, leaves(device, rg_w=rg_w), modes=MODES)
+
+
+def test_backward_writes_buffers_preallocated_in_forward(device: str) -> None:
+    """Gradient buffers allocated in forward and saved: forward outputs that backward fills."""
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return Mul.apply(x, w, wrap, "preallocated")
+
+    check_matches_eager(prog, leaves(device), modes=MODES)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fresh_buffers_graphs(device: str, mode: str) -> None:
+    graphs = traced_graphs(mul_fresh, leaves(device), mode)
+    assert graphs == {
+        "fw": [[("mul_fwd", ("out_ptr",))]],
+        "bw": [[("mul_bwd", ("dx_ptr", "dw_ptr"))]],
+    }
+
+
+def test_backward_between_torch_ops(device: str) -> None:
+    """The Function sits between torch ops: its grad_out and its input gradient are intermediates."""
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        h = Mul.apply(torch.sin(x), w * 2, wrap, "fresh")
+        return torch.cos(h) * x
+
+    check_matches_eager(prog, leaves(device), modes=MODES)
+
+
+# --- a backward kernel writing into tensors saved in forward ---------------------------------------------
+
+
+def test_backward_writes_saved_tensors_in_place(device: str) -> None:
+    """dx over the saved x and dw over the saved w; both are intermediates of the program."""
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = x * 2
+        b = w + 1
+        out = Mul.apply(a, b, wrap, "saved")
+        return out, a.sum() + b.sum()  # a and b are also read outside the Function, before backward
+
+    check_matches_eager(prog, leaves(device), modes=MODES)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_saved_tensors_in_place_graphs(device: str, mode: str) -> None:
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return Mul.apply(x * 2, w + 1, wrap, "saved")
+
+    graphs = traced_graphs(prog, leaves(device), mode)
+    assert graphs == {
+        "fw": [[("mul_fwd", ("out_ptr",))]],
+        "bw": [[("mul_bwd", ("dx_ptr", "dw_ptr"))]],
+    }
+
+
+def test_backward_writes_saved_leaf_input(device: str) -> None:
+    """The saved x is the program's own leaf (no grad): eager overwrites it during backward."""
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.sin(Mul.apply(x, w * 1, wrap, "saved"))
+
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        x, w = leaves(device)()
+        return x.detach(), w  # x does not require grad, so eager may overwrite it
+
+    x, w = make()
+    prog(raw, x, w).sum().backward()
+    assert not torch.equal(x, make()[0]), "eager should have written dx over x"
+    check_matches_eager(prog, make, modes=MODES)
+
+
+def test_forward_output_saved_and_mutated_in_backward(device: str) -> None:
+    """pytorch#174124: an output of forward, saved for backward, is written by a backward kernel.
+
+    Here the output is only read in forward (before backward adds into it).
+    """
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, acc = MulWithGradSum.apply(x, w, wrap)
+        return torch.tanh(out), acc * 3
+
+    check_matches_eager(prog, leaves(device), modes=MODES)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="AOTAutograd carries a backward's writes back to forward inputs only: a forward output "
+    "saved for backward and written there keeps its forward value for the caller (pytorch#174124); "
+    "documented in README 'Known limits'",
+)
+def test_forward_output_mutated_in_backward_is_seen_by_the_caller(device: str) -> None:
+    """pytorch#174124 as written: the caller holds ``acc``, and eager's backward adds dy into it.
+
+    The harness compares outputs after backward, so ``acc`` must hold out + dy, as in eager.
+    """
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return MulWithGradSum.apply(x, w, wrap)
+
+    check_matches_eager(prog, leaves(device), modes=MODES)
+
+
+# --- a backward kernel writing the incoming gradient in place ---------------------------------------------
+
+
+def test_backward_writes_incoming_gradient_of_graph_output(device: str) -> None:
+    """The Function's output is the graph's output: its grad_out is a tangent of the backward graph."""
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return GeluTanh.apply(x * w, wrap, "grad_out")
+
+    check_matches_eager(prog, leaves(device), modes=MODES)
+
+
+def test_backward_writes_incoming_gradient_of_intermediate(device: str) -> None:
+    """grad_out is computed inside the backward graph (the Function feeds a torch op)."""
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        h = GeluTanh.apply(x, wrap, "grad_out")
+        return h * w + h
+
+    check_matches_eager(prog, leaves(device), modes=MODES)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_incoming_gradient_in_place_graphs(device: str, mode: str) -> None:
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return GeluTanh.apply(x * w, wrap, "grad_out")
+
+    graphs = traced_graphs(prog, leaves(device), mode)
+    assert graphs == {
+        "fw": [[("gelu_tanh_fwd", ("y_ptr",))]],
+        "bw": [[("gelu_tanh_bwd", ("dx_ptr",))]],
+    }
+
+
+# --- a backward kernel the mutation analysis cannot see through (pytorch#119348) --------------------------
+
+
+@pytest.fixture
+def opaque_backward(device: str, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Make mul_bwd_opaque's writes unknown to the analysis; returns the kernel's OPAQUE flag.
+
+    On a GPU the kernel runs its non-pure inline asm and the real analysis fails. The interpreter
+    cannot run inline asm, so on CPU the kernel runs without it and the analysis is made to answer
+    "unknown" for this kernel only, as it does for the asm version (test_opaque_kernel_is_unknown).
+    """
+    # The warning is issued once per kernel per process; every test here must see it.
+    monkeypatch.setattr(ft_functionalize, "_warned", type(ft_functionalize._warned)())
+    if device != "cpu":
+        return True
+    real = ft_mutation.analyze_writes
+
+    def analyze_writes(kernel: object, args: Any) -> ft_mutation.WriteAnalysis:
+        if kernel is K.mul_bwd_opaque:
+            return ft_mutation.WriteAnalysis(None, reason="opaque for the test", opaque_side_effects=True)
+        return real(kernel, args)
+
+    monkeypatch.setattr(ft_mutation, "analyze_writes", analyze_writes)
+    return False
+
+
+def test_opaque_kernel_is_unknown_to_the_analysis() -> None:
+    """The asm version of the kernel really defeats the analysis (it needs no GPU to say so)."""
+    x = torch.zeros(N)
+    args = dict(x_ptr=x, w_ptr=x, dy_ptr=x, dx_ptr=x, dw_ptr=x, n=N, OPAQUE=True, BLOCK=BLOCK)
+    assert ft_mutation.analyze_writes(K.mul_bwd_opaque, args).written_names is None
+    args["OPAQUE"] = False
+    assert ft_mutation.analyze_writes(K.mul_bwd_opaque, args).written_names == {"dx_ptr", "dw_ptr"}
+
+
+@pytest.mark.xfail(
+    TORCH_BEFORE_2_13,
+    strict=True,
+    reason="torch<2.13's AOTAutograd copies a backward's write into a forward input with grad mode on, "
+    "which fails for a leaf that requires grad; an unanalysable backward kernel is treated as writing "
+    "its saved leaf inputs (pytorch#119348); fixed in torch 2.13; documented in README 'Known limits'",
+)
+@pytest.mark.parametrize("mode", MODES)
+def test_backward_analysis_failure(device: str, opaque_backward: bool, mode: str) -> None:
+    """Every argument of the backward kernel counts as written: saved leaves, the tangent, the buffers.
+
+    No error ("Found an input to the backward that was mutated during the backward pass"), one
+    AnalysisWarning naming the kernel, and eager's values and grads.
+    """
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return MulOpaqueBackward.apply(x, w, wrap, opaque_backward)
+
+    with pytest.warns(AnalysisWarning, match="mul_bwd_opaque") as record:
+        check_matches_eager(prog, leaves(device), modes=(mode,), no_grad=(False,))
+    assert len([w for w in record if issubclass(w.category, AnalysisWarning)]) == 1
+
+
+def test_backward_analysis_failure_between_torch_ops(device: str, opaque_backward: bool) -> None:
+    """Unknown writes where the kernel's arguments are intermediates of both graphs."""
+
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        a, b = x * 3, w - 1
+        out = MulOpaqueBackward.apply(a, b, wrap, opaque_backward)
+        return out * a + b
+
+    with pytest.warns(AnalysisWarning, match="mul_bwd_opaque"):
+        check_matches_eager(prog, leaves(device), modes=MODES)
+
+
+@pytest.mark.xfail(
+    TORCH_BEFORE_2_13,
+    strict=True,
+    reason="torch<2.13's AOTAutograd copies a backward's write into a forward input with grad mode on, "
+    "which fails for a leaf that requires grad; an unanalysable backward kernel is treated as writing "
+    "its saved leaf inputs (pytorch#119348); fixed in torch 2.13; documented in README 'Known limits'",
+)
+@pytest.mark.parametrize("mode", MODES)
+def test_analysis_failure_graphs(device: str, opaque_backward: bool, mode: str) -> None:
+    def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return MulOpaqueBackward.apply(x, w, wrap, opaque_backward)
+
+    with pytest.warns(AnalysisWarning):
+        graphs = traced_graphs(prog, leaves(device), mode)
+    every = ("x_ptr", "w_ptr", "dy_ptr", "dx_ptr", "dw_ptr")
+    assert graphs == {"fw": [[("mul_fwd", ("out_ptr",))]], "bw": [[("mul_bwd_opaque", every)]]}
