@@ -72,6 +72,9 @@ class _Storages:
                 self.of_node[node] = sid
                 self.parent.setdefault(sid, sid)
 
+    def placeholder_classes(self) -> set[int]:
+        return {self.find(sid) for n, sid in self.of_node.items() if n.op == "placeholder"}
+
     def find(self, sid: int) -> int:
         while self.parent[sid] != sid:
             self.parent[sid] = self.parent[self.parent[sid]]
@@ -129,6 +132,24 @@ def _later_uses(node: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.
     ]
 
 
+def _geometry_matches(arg: Any, layout: Sequence[Any]) -> bool:
+    """Whether the argument's traced value has the geometry the kernel was traced for.
+
+    A functional call re-strides an argument whose value's layout differs from the recorded
+    one (a replaced input keeps reporting its own strides); launched in place, the kernel
+    would write into that temporary copy, so such a group keeps its clone.
+    """
+    val = arg.meta.get("val") if isinstance(arg, fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return False
+    _, size, stride, offset = layout
+    return (
+        tuple(val.size()) == tuple(size)
+        and tuple(val.stride()) == tuple(stride)
+        and val.storage_offset() == offset
+    )
+
+
 def _getitems(node: fx.Node) -> dict[str, fx.Node]:
     return {
         u.args[1]: u  # type: ignore[misc]
@@ -168,12 +189,21 @@ def _try_group(
     assert cls is not None
     if any(storages.find(p) == cls for p in protected):
         return False
+    layouts: Any = node.kwargs["layouts"]
+    if not all(_geometry_matches(kwargs[n], layouts[n]) for n in names):
+        return False
     outputs = _getitems(node)
     trial = dict(replaced)
     for name in names:
         if name in outputs:
             trial[outputs[name]] = kwargs[name]
-    if any(not _absorbed(u, trial) for u in _later_uses(node, cls, storages, order)):
+    later = _later_uses(node, cls, storages, order)
+    if any(not _absorbed(u, trial) for u in later):
+        return False
+    if cls in storages.placeholder_classes() and not any(u.target is aten.copy_.default for u in later):
+        # Without keep_inference_input_mutations AOTAutograd copies the returned new value
+        # into the input after the graph; once that value aliases the input with another
+        # geometry, the copy would overlap itself. Keep the clone there.
         return False
     replaced.update(trial)
     for name in names:
