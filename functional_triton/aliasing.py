@@ -71,6 +71,32 @@ def storage_key(t: Tensor) -> int:
     return int(t.untyped_storage()._cdata)
 
 
+def _same_shape(a: Tensor, b: Tensor) -> bool:
+    """Same sizes, and same strides wherever a stride matters (dimensions longer than 1)."""
+    if tuple(a.size()) != tuple(b.size()):
+        return False
+    return all(s <= 1 or x == y for s, x, y in zip(a.size(), a.stride(), b.stride()))
+
+
+def _group_geometry(
+    names: list[str], tensors: Mapping[str, Tensor], values: Mapping[str, Any]
+) -> dict[str, Tensor]:
+    """Where a group's members sit: the traced tensors' metadata, or their values' (see below)."""
+    inner = [v for v in (values.get(n) for n in names) if isinstance(v, Tensor)]
+    if len(inner) != len(names) or len({storage_key(v) for v in inner}) != 1:
+        return {}
+    if all(_same_shape(v, tensors[n]) for n, v in zip(names, inner)):
+        return dict(zip(names, inner))
+    if len({id(tensors[n]) for n in names}) == 1:
+        return {}  # one tensor (maybe passed twice): its own metadata is what the kernel was told
+    raise NotImplementedError(
+        f"kernel arguments {', '.join(repr(n) for n in names)} share storage, one is written, and "
+        "their traced strides disagree with their values' (torch's functionalization gives views "
+        "of a written non-contiguous input contiguous metadata); the aliasing cannot be "
+        "reproduced faithfully. Pass .contiguous() inputs, or launch on one of the aliases"
+    )
+
+
 def compute_layouts(
     tensors: Mapping[str, Tensor],
     written_names: frozenset[str],
@@ -78,12 +104,14 @@ def compute_layouts(
 ) -> dict[str, LayoutTuple]:
     """Describe every tensor argument; group those sharing storage with a written one.
 
-    ``tensors`` are the traced (functional) tensors: their storages say who aliases whom.
-    ``values`` are their current values, one level down, when those are real views: a
-    group takes its geometry from them if they share one storage. Functionalization derives
-    a new view's metadata from its base's current value, and a replaced value (an input
-    written before, at a nonzero storage offset) may sit at another offset than the
-    wrapper still reports; the values always agree with each other.
+    ``tensors`` are the traced (functional) tensors: their storages say who aliases whom, and
+    their metadata is what the program saw (and passed to the kernel as strides). ``values``
+    are their current values one level down, when those are real views. After a torch
+    in-place op on an input at a nonzero storage offset, the input keeps reporting its offset
+    while views made from it later take their value's: the traced offsets disagree, the
+    values' agree. So a group takes its geometry from the values when sizes and strides agree
+    with the traced ones (only offsets differ); else, for one tensor, from its own metadata;
+    else it refuses (``_group_geometry``).
     """
     by_storage: dict[int, list[str]] = {}
     for name, t in tensors.items():
@@ -95,9 +123,7 @@ def compute_layouts(
         for n in names:
             group_of[n] = gid
         if values is not None and len(names) > 1:
-            inner = [v for v in (values.get(n) for n in names) if isinstance(v, Tensor)]
-            if len(inner) == len(names) and len({storage_key(v) for v in inner}) == 1:
-                geometry.update(zip(names, inner))
+            geometry.update(_group_geometry(names, tensors, values))
     return {
         name: ArgLayout(
             group_of.get(name, -1), tuple(g.size()), tuple(g.stride()), g.storage_offset()
