@@ -241,7 +241,7 @@ def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> No
     graph.erase_node(node)
 
 
-def _apply_replacements(graph: fx.Graph, replaced: Mapping[fx.Node, fx.Node]) -> None:
+def _apply_replacements(graph: fx.Graph, replaced: dict[fx.Node, fx.Node]) -> None:
     """getitems -> arguments, absorbed scatters -> their base, absorbed copy_ -> gone."""
     for node in list(graph.nodes):
         if node in replaced:
@@ -253,7 +253,10 @@ def _apply_replacements(graph: fx.Graph, replaced: Mapping[fx.Node, fx.Node]) ->
         elif node.op == "call_function" and _absorbed(node, replaced):
             dst = node.args[0]
             assert isinstance(dst, fx.Node)
+            while dst in replaced:
+                dst = replaced[dst]
             node.replace_all_uses_with(dst)
+            replaced[node] = dst  # a later kernel's argument may still name it
             graph.erase_node(node)
 
 
