@@ -2,33 +2,54 @@
 
 A ``Program`` is plain data with a readable (and pasteable) repr: the shapes of hidden
 base tensors, the graph inputs (each a chain of view ops on a base), a list of steps
-(derive a view, compute an intermediate, allocate a fresh buffer, launch a kernel on
-named values), the names the program returns, and which no_grad values to check.
-``build(program)`` turns it into ``prog(wrap, *inputs)`` and ``make_inputs()`` for
-``tests.harness.check_matches_eager``; ``program.source()`` prints it as Python.
+(derive a view, compute an intermediate, allocate a fresh buffer, mutate with a torch
+in-place op, launch a kernel on named values), the names the program returns, and which
+no_grad values to check. ``build(program)`` turns it into ``prog(wrap, *inputs)`` and
+``make_inputs()`` for ``tests.harness.check_matches_eager``; ``program.source()`` prints
+it as Python; ``build(program, native=True)`` replaces every launch by torch ops that do
+the same (an oracle for what AOTAutograd itself supports, see test_equivalence.py).
 
 The strategy simulates every step on real (tiny) tensors while it draws, so it only
-draws legal views, knows which values share storage, and can steer around the
-documented limits:
+draws legal views, knows which values share storage, and steers around the documented
+limits of the library:
 
 - (1) functionalize(remove="mutations_and_views") refuses distinct kernel arguments that
   share storage with a written argument: ``facts(program).views_refused`` says whether a
-  program does that; the test then leaves "functionalize_views" out (and checks that it
-  refuses instead of giving a wrong answer).
+  program does that; ``modes_for`` then leaves "functionalize_views" out (and the test
+  checks that it refuses instead of answering wrongly).
 - (2) a kernel writing a requires_grad graph input leaves that input's .grad zeros
   instead of None when nothing else gives it gradient: whenever a launch writes the
   storage of such an input, the strategy appends ``g_x = x * 2`` (after every launch)
   and returns it, so the input always gets a real gradient.
 - (3) torch.func.functionalize does not support graph inputs that alias each other:
-  ``facts(program).aliasing_inputs`` makes the test use only aot_function / aot_module
-  (and plain make_fx, which does not functionalize) for those programs.
+  ``modes_for`` leaves both functionalize modes out for those programs.
+
+and around two limits the README added after these tests found them (see ``facts``): a
+torch in-place op on a non-contiguous graph input makes the library refuse distinct aliases
+of it in one launch (accepted by the test only where ``facts`` predicts it), and, through a
+view of such an input, keeps the functionalize modes out;
+
+and around limits of torch 2.13 itself, which fail the same way with plain torch ops:
+
+- AOTAutograd cannot regenerate an output that is a (non-identity) view of aliasing graph
+  inputs once one of them is mutated: such programs return only the inputs themselves
+  and values with storage of their own.
+- Functionalization cannot replay a mutation through a view chain in which ``as_strided``
+  follows another view: as_strided is only drawn directly on a storage root the program
+  owns (an intermediate, a fresh buffer, an input that is its whole base), which also
+  keeps it from reaching into a hidden base beyond a graph input's elements.
+- ``reshape`` may view or copy, and torch.func.functionalize reports contiguous strides
+  for a mutated input (eager keeps them), so the two can disagree: ``Reshape`` is drawn
+  only where ``view`` is legal, and a copy is spelled out as ``CopyView``.
+- make_fx(functionalize(f)) returns fresh outputs, so an output that is a requires_grad
+  input loses requires_grad there: ``modes_for`` leaves functionalize modes out.
 
 Other rules keep eager well defined and deterministic on a GPU: values are integer
-valued float32 (exact arithmetic); no view is self-overlapping (as_strided draws only
-non-overlapping strides); as_strided is only drawn on storage the program owns
-(intermediates, fresh buffers, an input that is its whole base), never reaching into a
-hidden base beyond a graph input's elements; a launch gets four programs only when its
-tensor arguments share no storage (kernels.py).
+valued float32; no view is self-overlapping (as_strided draws only non-overlapping
+strides); torch in-place ops only touch storage no requires_grad value shares (eager
+autograd would refuse, or a saved tensor's version would trip); an atomic accumulator is
+never empty; a launch gets four programs only when its tensor arguments share no
+storage (kernels.py).
 """
 
 from __future__ import annotations
@@ -37,9 +58,12 @@ import contextlib
 import dataclasses
 import inspect
 import itertools
+import json
 import math
+import os
+import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, Union
+from typing import Any
 
 import torch
 from hypothesis import strategies as st
@@ -169,7 +193,7 @@ class Detach:
         return ".detach()"
 
 
-ViewOp = Union[Slice, Permute, Select, Unsqueeze, View, Reshape, CopyView, AsStrided, Detach]
+ViewOp = Slice | Permute | Select | Unsqueeze | View | Reshape | CopyView | AsStrided | Detach
 
 
 # --- steps --------------------------------------------------------------------------------------------
@@ -251,7 +275,9 @@ class Fresh:
         env[self.name] = torch.zeros_like(env[self.like]) if self.like else torch.zeros(self.shape)
 
     def source(self) -> str:
-        return f"{self.name} = " + (f"torch.zeros_like({self.like})" if self.like else f"torch.zeros({self.shape})")
+        return f"{self.name} = " + (
+            f"torch.zeros_like({self.like})" if self.like else f"torch.zeros({self.shape})"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,7 +345,7 @@ NATIVE: dict[str, Callable[..., None]] = {
 
 
 def layout(t: torch.Tensor) -> tuple[int, ...]:
-    """(numel, size[1], size[2], stride[0..2]) after padding to 3 dims: read at trace time, never hard-coded."""
+    """(numel, size[1], size[2], stride[0..2]) after padding to 3 dims; read at trace time."""
     pad = MAX_DIM - t.dim()
     size = (1,) * pad + tuple(t.shape)
     stride = (0,) * pad + tuple(t.stride())
@@ -369,12 +395,18 @@ class Launch:
 
     def source(self) -> str:
         grid = "[lambda meta: (64 // meta['CHUNK'],)]" if self.grid_fn else f"[({self.programs},)]"
-        args = ", ".join(f"{p}={a}" for p, a in zip("abc", self.args)) if self.by_keyword else ", ".join(self.args)
+        if self.by_keyword:
+            params = [
+                p for p in inspect.signature(KERNELS[self.kernel].fn.fn).parameters if p.endswith("_ptr")
+            ]
+            args = ", ".join(f"{p}={a}" for p, a in zip(params, self.args))
+        else:
+            args = ", ".join(self.args)
         call = f"launch {self.kernel}{grid}({args}, CHUNK={MAX_NUMEL // self.programs})"
         return f"with torch.no_grad(): {call}" if self.no_grad else call
 
 
-Step = Union[Derive, Compute, Fresh, Launch, TorchInplace]
+Step = Derive | Compute | Fresh | Launch | TorchInplace
 
 
 # --- programs -----------------------------------------------------------------------------------------
@@ -469,11 +501,56 @@ def build(
     return prog, make_inputs_fn(program)
 
 
+# --- running in a child process ------------------------------------------------------------------
+
+
+def run_isolated(fn: Callable[[], Any]) -> list[str]:
+    """Run ``fn()`` in a forked child; return the strings it reported, raise what it raised.
+
+    Launches with a wrong geometry write past the end of a buffer and corrupt the heap
+    ("double free or corruption"), which kills the whole test session; in a child, a crash
+    is an ordinary failure (and Hypothesis can shrink it). ``fn`` may return a list of
+    strings (e.g. Hypothesis events to record in the parent). Runs inline without ``os.fork``
+    and on a GPU (a forked child cannot use CUDA that its parent initialised).
+    """
+    if not hasattr(os, "fork") or torch.cuda.is_initialized() or torch.get_default_device().type != "cpu":
+        return list(fn() or [])
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into the test runner
+        status = 0
+        try:
+            os.close(read_end)
+            payload: dict[str, Any] = {"reports": list(fn() or [])}
+        except BaseException as error:  # noqa: BLE001  (everything goes back to the parent)
+            payload = {
+                "error": "".join(traceback.format_exception(error))[-6000:],
+                "type": type(error).__name__,
+            }
+            status = 1
+        with os.fdopen(write_end, "w") as out:
+            json.dump(payload, out)
+        os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end) as inp:
+        text = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        raise AssertionError(
+            f"the program crashed the interpreter (signal {os.WTERMSIG(status)}); {text[-2000:]}"
+        )
+    no_report: dict[str, Any] = {"error": f"child exited with {status} and no report", "type": "?"}
+    payload = json.loads(text) if text else no_report
+    if "error" in payload:
+        raise AssertionError(f"in the child process, {payload['type']}:\n{payload['error']}")
+    return list(payload["reports"])
+
+
 # --- facts about a program (from a metadata-only run) -------------------------------------------------
 
 
 def _storage(t: torch.Tensor) -> int:
-    """Shared by exactly the tensors that share storage (empty storages included), as the library keys them."""
+    """Shared by exactly the tensors that share storage (empty ones included), as the library keys them."""
     return int(t.untyped_storage()._cdata)
 
 
@@ -482,6 +559,8 @@ class Facts:
     aliasing_inputs: bool  # limit (3)
     views_refused: bool  # limit (1): a launch passes distinct aliases of a written argument
     returns_grad_input: bool  # under no_grad, an output is a graph input that requires grad
+    restride_refusal: bool  # README: distinct aliases of a non-contiguous input after a torch in-place op
+    inplace_through_view_of_strided_input: bool  # README: strict xfail under torch.func.functionalize
 
 
 def refused_with_views_as_copies(spec: KernelSpec, tensors: Sequence[torch.Tensor]) -> bool:
@@ -496,17 +575,35 @@ def facts(program: Program) -> Facts:
 
     Storage sharing in eager is storage sharing in every trace: every view op here is a
     view in eager and when traced, and every copy (CopyView, Compute, Fresh) a copy.
+
+    README "Known limits" (found by these tests): after a torch in-place op on a
+    non-contiguous graph input, torch's functionalization gives views made from it
+    contiguous metadata, so the library refuses (NotImplementedError) distinct aliases of it
+    passed to one kernel: ``restride_refusal`` says a program may hit that. And a mutation
+    through a full-size view of a strided input leaves, under torch.func.functionalize, a
+    value that reaches past its storage: ``inplace_through_view_of_strided_input`` (any
+    torch in-place op on a view, not the input itself, of a non-contiguous input) keeps
+    the functionalize modes out.
     """
-    env: dict[str, Any] = dict(zip((i.name for i in program.inputs), make_inputs_fn(program)()))
-    refused = False
+    tensors = make_inputs_fn(program)()
+    env: dict[str, Any] = dict(zip((i.name for i in program.inputs), tensors))
+    strided_inputs = {_storage(t) for t in tensors if not t.is_contiguous()}
+    restrided: set[int] = set()
+    refused = restride_refusal = through_view = False
     with torch.no_grad():
         for step in program.steps:
             if isinstance(step, Launch):
-                tensors = [env[a] for a in step.args]
-                refused |= refused_with_views_as_copies(KERNELS[step.kernel], tensors)
+                tensors_now = [env[a] for a in step.args]
+                spec = KERNELS[step.kernel]
+                distinct_aliases = refused_with_views_as_copies(spec, tensors_now)
+                refused |= distinct_aliases
+                restride_refusal |= distinct_aliases and any(_storage(t) in restrided for t in tensors_now)
+            if isinstance(step, TorchInplace) and _storage(env[step.target]) in strided_inputs:
+                restrided.add(_storage(env[step.target]))
+                through_view |= all(env[step.target] is not t for t in tensors)
             step.run(env, None)
     returns_grad_input = any(env[r].requires_grad for r in program.returns)
-    return Facts(any(aliasing_bases(program)), refused, returns_grad_input)
+    return Facts(any(aliasing_bases(program)), refused, returns_grad_input, restride_refusal, through_view)
 
 
 AOT_MODES = ("aot_function", "aot_module", "reinplace", "reinplace_keep")
@@ -526,6 +623,8 @@ def modes_for(program: Program) -> tuple[str, ...]:
         # make_fx(functionalize(f)) returns fresh tensors (torch's semantics), so an output that is
         # a requires_grad input in eager comes back not requiring grad; the harness compares
         # requires_grad, so only the modes that regenerate aliases can check such a program.
+        return always
+    if f.inplace_through_view_of_strided_input:  # README known limit (see facts)
         return always
     modes = (*always, "functionalize")
     return modes if f.views_refused else (*modes, "functionalize_views")  # limit (1)
@@ -613,7 +712,7 @@ def view_ops(draw: st.DrawFn, t: torch.Tensor, root: bool) -> ViewOp:
             t.view(shape)
         except RuntimeError:
             return CopyView(shape)
-        return draw(st.sampled_from([View(shape), Reshape(shape)]))
+        return Reshape(shape) if draw(st.booleans()) else View(shape)
     if kind == "as_strided":
         return draw(as_strided_ops(_storage_numel(t)))
     return Detach()
@@ -638,9 +737,7 @@ class _Sim:
 
     def add(self, step: Step) -> None:
         step.run(self.env, None)
-        if isinstance(step, (Compute, Fresh)):
-            self.roots.add(step.name)
-        if isinstance(step, Derive) and isinstance(step.view, CopyView):
+        if isinstance(step, (Compute, Fresh)):  # not CopyView: a view (of its clone) already
             self.roots.add(step.name)
         self.steps.append(step)
 
@@ -654,14 +751,15 @@ class _Sim:
 
 
 def _draw_arg(draw: st.DrawFn, sim: _Sim, role: str, earlier: list[str]) -> str:
-    """Which value a kernel argument gets: an existing one, an earlier argument again, a new view, a fresh buffer."""
+    """A kernel argument: an existing value, an earlier argument again, a new view, a fresh buffer."""
     names = sim.names()
     if role == "acc":  # the kernel always adds into the first element: it must exist
         names = [n for n in names if sim.env[n].numel() > 0]
         earlier = [n for n in earlier if sim.env[n].numel() > 0]
     choices = ["existing", "new_view"] if names else []
     related = [
-        n for n in names
+        n
+        for n in names
         if n not in earlier and any(_storage(sim.env[n]) == _storage(sim.env[e]) for e in earlier)
     ]
     if earlier:
@@ -702,7 +800,9 @@ def launches(draw: st.DrawFn, sim: _Sim) -> None:
     if len(set(storages)) == len(storages):  # no shared storage: programs never touch one element
         programs = draw(st.sampled_from([1, 4]))
     sim.written |= {storages[w] for w in spec.written}
-    sim.add(Launch(kernel, tuple(args), programs, draw(st.booleans()), draw(st.booleans()), draw(st.booleans())))
+    sim.add(
+        Launch(kernel, tuple(args), programs, draw(st.booleans()), draw(st.booleans()), draw(st.booleans()))
+    )
 
 
 @st.composite
@@ -769,7 +869,8 @@ def programs(draw: st.DrawFn, max_steps: int = 8) -> Program:
         # application of ViewMeta sequence"), with plain torch ops too: return the inputs
         # themselves, or values with storage of their own.
         returnable = [
-            n for n in returnable
+            n
+            for n in returnable
             if n in {i.name for i in program_inputs} or _storage(sim.env[n]) not in input_storages
         ]
     returns = list(draw(st.lists(st.sampled_from(returnable), min_size=1, max_size=3)))
