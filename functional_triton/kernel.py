@@ -12,7 +12,7 @@ import inspect
 import operator
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -162,21 +162,17 @@ def _is_plain(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """
     if _dispatch_stack_len() or _functorch_stack() is not None:
         return False
-    for v in args:
+    return _plain_values(args) and (not kwargs or _plain_values(kwargs.values()))
+
+
+def _plain_values(values: Iterable[Any]) -> bool:
+    for v in values:
         t = type(v)
         if t is Tensor or t is _Parameter:
             if v.is_meta:
                 return False
         elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
             return False
-    if kwargs:
-        for v in kwargs.values():
-            t = type(v)
-            if t is Tensor or t is _Parameter:
-                if v.is_meta:
-                    return False
-            elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
-                return False
     return True
 
 
