@@ -228,7 +228,7 @@ STRIDED_INPUT_VIEW_MUTATED_THEN_WRITTEN = Program(
 
 # reinplace_compiler: a launch on a view of an intermediate, then a launch on the intermediate:
 # "RuntimeError: Argument 'slice_scatter' of Node 'output' was used before it has been defined"
-# (reinplace, reinplace_keep).
+# (reinplace, reinplace_keep). Fixed in 2d25323.
 REINPLACE_VIEW_THEN_BASE_OF_INTERMEDIATE = Program(
     bases=((4,),),
     inputs=(Input("x"),),
@@ -243,7 +243,9 @@ REINPLACE_VIEW_THEN_BASE_OF_INTERMEDIATE = Program(
 )
 
 # reinplace_keep, training graph: a requires_grad leaf and a view of it written by one launch:
-# "AssertionError: Unexpected fake buffer _tensor_constant0" when the graph runs.
+# "AssertionError: Unexpected fake buffer _tensor_constant0" (also with plain aot_function and
+# keep_inference_input_mutations=True; the same writes in torch ops pass). Now a README known limit
+# (strict xfail in test_regressions.py): modes_for leaves reinplace_keep out for such programs.
 REINPLACE_KEEP_TRAINING_INPUT_AND_ITS_VIEW = Program(
     bases=((2,),),
     inputs=(Input("x", requires_grad=True),),
