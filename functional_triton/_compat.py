@@ -98,3 +98,13 @@ def _tensor_descriptor_type() -> type | None:
 TENSOR_DESCRIPTOR_TYPE: type | None = _tensor_descriptor_type()
 # TTIR scalar arguments that follow a host-side descriptor's !tt.tensordesc argument, per dimension.
 DESCRIPTOR_SCALARS_PER_DIM = 2
+
+
+def register_ordered_effect(op: Any) -> None:
+    """Register ``op`` as an ordered side effect, so AOTAutograd threads effect tokens through it.
+
+    torch 2.13 and 2.11: ``torch._higher_order_ops.effects._register_effectful_op(op, EffectType.ORDERED)``.
+    """
+    from torch._higher_order_ops import effects
+
+    effects._register_effectful_op(op, effects._EffectType.ORDERED)

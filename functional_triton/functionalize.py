@@ -17,7 +17,7 @@ from torch import Tensor
 
 from .aliasing import compute_layouts
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
-from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from .hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import kernel_info
 from .side_table import kernel_side_table
 
@@ -45,6 +45,18 @@ def _warn_once(fn: Any, name: str, reason: str) -> None:
 
 def written_names(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) -> frozenset[str]:
     """The tensor arguments the kernel may write; all of them (with a warning) if unsure."""
+    return analyze(kernel_idx, constant_args_idx, kwargs)[0]
+
+
+def analyze(
+    kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]
+) -> tuple[frozenset[str], bool]:
+    """(the tensor arguments the kernel may write, whether it may have effects beyond them).
+
+    Unsure: every tensor argument, with one warning per kernel. A kernel with effects the
+    outputs do not carry (Note [keep alive]) that provably writes none of its arguments
+    still counts every tensor argument as written, so that its node has outputs to keep.
+    """
     kernel, _ = kernel_side_table.get_kernel(kernel_idx)
     constants = dict(kernel_side_table.get_constants(constant_args_idx))
     descriptors = constants.pop(DESCRIPTORS_KEY, {})
@@ -54,12 +66,30 @@ def written_names(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, 
         from .mutation import analyze_writes
     except ImportError:
         _warn_once(info.fn, info.name, "mutation analysis is not available")
-        return tensor_names
+        return tensor_names, True
     analysis = analyze_writes(kernel, with_descriptors({**constants, **kwargs}, descriptors, checked=False))
     if analysis.written_names is None:
         _warn_once(info.fn, info.name, analysis.reason or "unknown reason")
-        return tensor_names
-    return analysis.written_names & tensor_names
+        return tensor_names, True
+    written = analysis.written_names & tensor_names
+    if analysis.opaque_side_effects and not written:
+        return tensor_names, True
+    return written, analysis.opaque_side_effects
+
+
+def keep_node_alive(ctx: Any, outputs: Mapping[str, Tensor]) -> None:
+    """Record an effectful use of a functional node's outputs (Note [keep alive])."""
+    values = list(outputs.values())
+    if not values:
+        return  # a kernel without tensor arguments: nothing to hang it on
+    mode = getattr(ctx, "mode", None)
+    if mode is not None and hasattr(mode, "_tokens"):  # FunctionalTensorMode: thread a token
+        from torch._higher_order_ops.effects import handle_effects
+
+        handle_effects(mode._allow_token_discovery, mode._tokens, KEEP_ALIVE, (ctx.wrap_tensors(values),), {})
+        return
+    with ctx.redispatch_to_next():
+        KEEP_ALIVE(values)
 
 
 def views_are_copies(ctx: Any) -> bool:
@@ -98,7 +128,7 @@ def mutation_functionalize(
     grid: Sequence[Any] | None,
     kwargs: dict[str, Any],
 ) -> None:
-    written = written_names(kernel_idx, constant_args_idx, kwargs)
+    written, keep = analyze(kernel_idx, constant_args_idx, kwargs)
     tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
     unwrapped = ctx.unwrap_tensors(kwargs)
     copies = views_are_copies(ctx)
@@ -115,6 +145,8 @@ def mutation_functionalize(
             tensors_to_clone=to_clone,
             layouts=layouts,
         )
+    if keep:
+        keep_node_alive(ctx, outputs)
     done: set[int] = set()
     for name in to_clone:
         original = kwargs[name]

@@ -10,6 +10,7 @@ from torch import Tensor
 from torch._C import DispatchKey
 from torch._ops import HigherOrderOperator
 
+from ._compat import register_ordered_effect
 from .aliasing import rebuild_arguments
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
@@ -176,5 +177,32 @@ def functional_dense(
 # The mutation form writes its arguments by definition: dead-code elimination must keep it.
 # The functional form is pure by construction (its effects are its outputs); marking it
 # side-effectful would make AOTAutograd's default partitioner keep a copy of it in the
-# backward graph too, launching the kernel twice.
+# backward graph too, launching the kernel twice. See Note [keep alive] for the kernels
+# whose effects are not all in their outputs.
 torch.fx.node.has_side_effect(triton_kernel_wrapper_mutation)
+
+
+# Note [keep alive]
+# A functional node whose kernel may have effects outside its outputs (the analysis could
+# not see all its writes, or it prints/asserts) must survive dead-code elimination even
+# when nothing reads its outputs. Impurity belongs to an operator, not to one call, so the
+# functional operator cannot be marked for some nodes only. Instead functionalization
+# follows such a node with a call of ``keep_alive`` on its outputs: an operator that does
+# nothing, registered as an ordered effect. Under AOTAutograd it is recorded as
+# ``with_effects(token, keep_alive, outputs)``, threaded through the forward (or backward)
+# graph's effect tokens, so it is never copied into the other graph by the partitioner
+# (its token is not an input there) and never removed; elsewhere (make_fx of
+# torch.func.functionalize) it is a plain effectful node, which FX never removes either.
+@torch.library.custom_op("functional_triton::keep_alive", mutates_args=())
+def keep_alive(values: list[Tensor]) -> None:
+    """Does nothing: an effectful use of a kernel's outputs (Note [keep alive])."""
+
+
+@keep_alive.register_fake
+def _keep_alive_fake(values: list[Tensor]) -> None:
+    return None
+
+
+KEEP_ALIVE = torch.ops.functional_triton.keep_alive.default
+register_ordered_effect(KEEP_ALIVE)
+torch.fx.node.has_side_effect(KEEP_ALIVE)

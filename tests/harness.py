@@ -67,14 +67,19 @@ def compile_mode(mode: str, fn: Program, example: Sequence[Any], **aot_kwargs: A
     if mode == "aot_module":
         return aot_module(_Module(fn), **compilers, **aot_kwargs)  # type: ignore[no-any-return]
     if mode == "functionalize":
-        return make_fx(torch.func.functionalize(traced, remove="mutations"))(*example)
-    if mode == "functionalize_views":
-        return make_fx(torch.func.functionalize(traced, remove="mutations_and_views"))(*example)
-    if mode == "make_fx":
-        return make_fx(traced)(*example)
-    if mode == "symbolic":
-        return make_fx(torch.func.functionalize(traced), tracing_mode="symbolic")(*example)
-    raise ValueError(f"unknown mode {mode!r}")
+        gm = make_fx(torch.func.functionalize(traced, remove="mutations"))(*example)
+    elif mode == "functionalize_views":
+        gm = make_fx(torch.func.functionalize(traced, remove="mutations_and_views"))(*example)
+    elif mode == "make_fx":
+        gm = make_fx(traced)(*example)
+    elif mode == "symbolic":
+        gm = make_fx(torch.func.functionalize(traced), tracing_mode="symbolic")(*example)
+    else:
+        raise ValueError(f"unknown mode {mode!r}")
+    # As any consumer of the graph may: nothing eager did may depend on a node FX thinks is dead.
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm  # type: ignore[no-any-return]
 
 
 def _tensors(tree: Any) -> list[Any]:

@@ -14,6 +14,7 @@ not reads of the old value and are absorbed:
   once the kernel wrote the view in place, the scatter's result is the base itself;
 - ``copy_(input, new_value)`` where the new value is now the input's own storage.
 
+A ``keep_alive`` call (Note [keep alive]) reads nothing and never keeps a copy.
 Everything else (a later read, a graph output such as a tensor saved for backward, a
 view created earlier and read later) keeps the copy. So does every group that reaches a
 graph input of a training graph (placeholders ``primals_*`` / ``tangents_*``):
@@ -36,7 +37,7 @@ import torch
 from torch import fx
 
 from ..aliasing import ArgLayout, check_size
-from ..hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 
 aten = torch.ops.aten
 
@@ -120,15 +121,24 @@ def _absorbed(use: fx.Node, replaced: Mapping[fx.Node, fx.Node]) -> bool:
     return False
 
 
+def _is_keep_alive(node: fx.Node) -> bool:
+    """A ``keep_alive`` call (Note [keep alive]), bare or under ``with_effects``: it reads nothing."""
+    if node.op != "call_function":
+        return False
+    return node.target is KEEP_ALIVE or (
+        node.target is torch.ops.higher_order.with_effects and KEEP_ALIVE in node.args[:2]
+    )
+
+
 def _later_uses(node: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.Node, int]) -> list[fx.Node]:
-    """Users after ``node`` of any value in storage class ``cls``."""
+    """Users after ``node`` of any value in storage class ``cls`` that may read it."""
     here = order[node]
     return [
         user
         for value, sid in storages.of_node.items()
         if storages.find(sid) == cls
         for user in value.users
-        if order[user] > here
+        if order[user] > here and not _is_keep_alive(user)
     ]
 
 

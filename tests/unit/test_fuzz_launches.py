@@ -45,7 +45,7 @@ def make_arg(kind: str, seed: int) -> Any:
 grid_entry = st.sampled_from([1, 2, 0, 1.0, True, "1", None])
 grids = st.one_of(
     st.lists(grid_entry, min_size=0, max_size=4).map(tuple),
-    st.lists(grid_entry, min_size=1, max_size=3).map(lambda g: (lambda meta: tuple(g))),
+    st.lists(grid_entry, min_size=1, max_size=3).map(lambda g: lambda meta: tuple(g)),
     st.sampled_from([3, None, "grid"]),
 )
 
