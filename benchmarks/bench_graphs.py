@@ -111,10 +111,27 @@ def nop(gm: torch.fx.GraphModule, _: Any) -> Any:
     return make_boxed_func(gm.forward)
 
 
-def timed(fn: Callable[[], Any], gpu: bool, reps: int) -> float:
-    """Median seconds of one call (CUDA events on the GPU)."""
+def timed(fn: Callable[[], Any], gpu: bool, reps: int, queued: bool = False) -> float:
+    """Median seconds of one call (CUDA events on the GPU).
+
+    Synchronised (default): the device waits for nothing but this call, so the host's time
+    to issue it (Python, AOTAutograd's wrappers, the launch) counts in full. Queued: calls
+    are issued back to back with one synchronisation at the end, as in a training loop and
+    in ``triton.testing.do_bench``; host time then hides behind the previous call's kernels.
+    """
     for _ in range(3):
         fn()
+    if gpu and queued:
+        torch.cuda.synchronize()
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)
+        ]
+        for start, end in events:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        return statistics.median(start.elapsed_time(end) / 1e3 for start, end in events)
     samples = []
     for _ in range(reps):
         if gpu:
@@ -128,6 +145,18 @@ def timed(fn: Callable[[], Any], gpu: bool, reps: int) -> float:
             t0 = time.perf_counter()
             fn()
             samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def host_time(fn: Callable[[], Any], reps: int) -> float:
+    """Median seconds the host spends issuing one call (no synchronisation inside it)."""
+    samples = []
+    for _ in range(reps):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
     return statistics.median(samples)
 
 
@@ -160,32 +189,46 @@ def main() -> None:
         f"torch {torch.__version__}, triton {triton.__version__}, "
         f"{torch.cuda.get_device_name() if gpu else 'CPU interpreter (smoke check, no figures)'}"
     )
-    header = f"{'case':42s} {'raw ms':>8s} " + " ".join(
-        f"{k:>9s}" for k in ("ft", "ft+rp", "torch", "inductor")
-    )
-    print(header)
+    keys = ("ft", "ft+rp", "torch", "inductor")
+    tables: dict[str, list[str]] = {"synchronised": [], "queued": [], "host us per call": []}
     with torch.no_grad():
         for name, prog, make in cases(gpu):
             x = make()
-            times: dict[str, float | None] = {}
+            times: dict[str, dict[str, float | None]] = {t: {} for t in tables}
             for key, fn in variants(prog, gpu).items():
+                for table in tables:
+                    times[table][key] = None
                 if fn is None:
-                    times[key] = None
                     continue
+                call = functools.partial(fn, x)
+                reps = args.reps if gpu else 2
                 try:
-                    times[key] = timed(functools.partial(fn, x), gpu, args.reps if gpu else 2)
+                    times["synchronised"][key] = timed(call, gpu, reps)
+                    times["queued"][key] = timed(call, gpu, reps, queued=True)
+                    times["host us per call"][key] = host_time(call, reps)
                 except Exception as e:  # report, keep measuring the others
                     print(f"  {key} failed on {name!r}: {type(e).__name__}: {str(e)[:200]}")
-                    times[key] = None
-            raw = times["raw"]
-            assert raw is not None
-            cells = " ".join(
-                f"{'n/a':>9s}" if t is None else f"{t / raw:8.2f}x" for k, t in times.items() if k != "raw"
-            )
-            print(f"{name:42s} {raw * 1e3:8.3f} {cells}")
+            for table, row in times.items():
+                raw = row["raw"]
+                assert raw is not None
+                if table == "host us per call":
+                    cells = " ".join(
+                        f"{'n/a':>9s}" if row[k] is None else f"{row[k] * 1e6:9.1f}" for k in keys
+                    )
+                    tables[table].append(f"{name:42s} {raw * 1e6:8.1f} {cells}")
+                else:
+                    cells = " ".join(
+                        f"{'n/a':>9s}" if row[k] is None else f"{row[k] / raw:8.2f}x" for k in keys
+                    )
+                    tables[table].append(f"{name:42s} {raw * 1e3:8.3f} {cells}")
             del x
             if gpu:
                 torch.cuda.empty_cache()
+    for table, lines in tables.items():
+        unit = "raw us" if table == "host us per call" else "raw ms"
+        print(f"\n[{table}]")
+        print(f"{'case':42s} {unit:>8s} " + " ".join(f"{k:>9s}" for k in keys))
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -23,9 +23,10 @@ settings.register_profile(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+# FT_THOROUGH_EXAMPLES splits a thorough run into shards (each with its own --hypothesis-seed).
 settings.register_profile(
     "thorough",
-    max_examples=10_000,
+    max_examples=int(os.environ.get("FT_THOROUGH_EXAMPLES", "10000")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
