@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -115,27 +115,44 @@ def launch_traced(spec: LaunchSpec) -> None:
     )
 
 
+class _LaunchPlan(NamedTuple):
+    """What a replayed launch needs, computed once per (kernel, constants) pair."""
+
+    kernel: Any
+    grid_fn: Any
+    arg_names: tuple[str, ...]
+    constants: dict[str, Any]
+    descriptors: dict[str, Any]
+
+
+def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
+    kernel, grid_fn = entry
+    constants = dict(constants)
+    descriptors = constants.pop(DESCRIPTORS_KEY, {})
+    return _LaunchPlan(kernel, grid_fn, tuple(kernel_info(kernel).arg_names), constants, descriptors)
+
+
 def launch_raw(
     kernel_idx: int, constant_args_idx: int, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]
 ) -> None:
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
-    kernel, grid_fn = kernel_side_table.get_kernel(kernel_idx)
-    constants = dict(kernel_side_table.get_constants(constant_args_idx))
-    descriptors = constants.pop(DESCRIPTORS_KEY, {})
-    values = with_descriptors({**constants, **kwargs}, descriptors)
-    if grid_fn is not None:
+    plan: _LaunchPlan = kernel_side_table.derived(kernel_idx, constant_args_idx, _plan)
+    values = {**plan.constants, **kwargs}
+    if plan.descriptors:
+        values = with_descriptors(values, plan.descriptors)
+    if plan.grid_fn is not None:
         tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
-        launch_grid: Any = checked_grid_fn(grid_fn, tensors)
+        launch_grid: Any = checked_grid_fn(plan.grid_fn, tensors)
     else:
         assert grid is not None, "functional_triton internal error: node without a grid"
         launch_grid = tuple(int(g) for g in grid)
     # Positional where possible: some triton versions drop keyword arguments in hooks.
     args = []
-    for name in kernel_info(kernel).arg_names:
+    for name in plan.arg_names:
         if name not in values:
             break
         args.append(values.pop(name))
-    kernel.run(*args, grid=launch_grid, warmup=False, **values)
+    plan.kernel.run(*args, grid=launch_grid, warmup=False, **values)
 
 
 @triton_kernel_wrapper_mutation.py_impl(DispatchKey.CompositeExplicitAutograd)

@@ -26,12 +26,13 @@ from typing import Any
 class _Entry:
     """One registered value; kept alive only by the TableIndex objects that name it."""
 
-    __slots__ = ("index", "key", "value", "__weakref__")
+    __slots__ = ("index", "key", "value", "derived", "__weakref__")
 
     def __init__(self, index: int, key: Hashable, value: Any) -> None:
         self.index = index
         self.key = key
         self.value = value
+        self.derived: dict[Hashable, Any] = {}  # values computed from this one, dying with it
 
 
 class TableIndex(int):
@@ -92,7 +93,7 @@ class KernelSideTable:
 
         return remove
 
-    def _get(self, index: int, what: str) -> Any:
+    def _entry(self, index: int, what: str) -> _Entry:
         ref = self._by_index.get(index)
         entry = ref() if ref is not None else None
         if entry is None:
@@ -100,7 +101,25 @@ class KernelSideTable:
                 f"functional_triton internal error: no {what} at side-table index {index}; "
                 "the graph that referred to it was freed"
             )
-        return entry.value
+        return entry
+
+    def _get(self, index: int, what: str) -> Any:
+        return self._entry(index, what).value
+
+    def derived(self, kernel_idx: int, constant_args_idx: int, build: Callable[[Any, Any], Any]) -> Any:
+        """``build(kernel entry, constants)``, computed once per pair and kept with the kernel's entry.
+
+        Indices are never reused, so a pair always names the same two values; the result lives
+        exactly as long as the kernel's entry.
+        """
+        entry = self._entry(kernel_idx, "kernel")
+        key = int(constant_args_idx)
+        try:
+            return entry.derived[key]
+        except KeyError:
+            value = build(entry.value, self.get_constants(constant_args_idx))
+            entry.derived[key] = value
+            return value
 
     def add_kernel(self, kernel: Any, grid_fn: Callable[..., Any] | None) -> TableIndex:
         """Register a kernel adapter and its grid callable (or None for a static grid)."""
