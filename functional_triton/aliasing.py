@@ -7,7 +7,11 @@ sees one memory, so a write through one argument is visible through every argume
 that overlaps it, during the launch and after it.
 
 At functionalization time every tensor argument gets an ``ArgLayout``: its sizes,
-strides and storage offset, and a group id. Arguments that share storage with an
+strides and storage offset as the program saw them when it launched (and so as it passed
+them to the kernel), and a group id. They are read before the rule unwraps the arguments:
+unwrapping syncs writes made through aliases, after which torch's functionalization may
+report other metadata (a strided input written through a full-size view comes back
+contiguous, while the kernel was told the old strides). Arguments that share storage with an
 argument the kernel may write form one group (id >= 0), read-only ones included;
 every other tensor argument gets group -1. The functional operator then:
 
@@ -71,22 +75,30 @@ def storage_key(t: Tensor) -> int:
     return int(t.untyped_storage()._cdata)
 
 
-def _same_shape(a: Tensor, b: Tensor) -> bool:
+Geometry = tuple[tuple[IntLike, ...], tuple[IntLike, ...], IntLike]  # sizes, strides, storage offset
+
+
+def geometry_of(t: Tensor) -> Geometry:
+    return (tuple(t.size()), tuple(t.stride()), t.storage_offset())
+
+
+def _same_shape(a: Geometry, b: Geometry) -> bool:
     """Same sizes, and same strides wherever a stride matters (dimensions longer than 1)."""
-    if tuple(a.size()) != tuple(b.size()):
+    (a_size, a_stride, _), (b_size, b_stride, _) = a, b
+    if a_size != b_size:
         return False
-    return all(s <= 1 or x == y for s, x, y in zip(a.size(), a.stride(), b.stride()))
+    return all(s <= 1 or x == y for s, x, y in zip(a_size, a_stride, b_stride))
 
 
 def _group_geometry(
-    names: list[str], tensors: Mapping[str, Tensor], values: Mapping[str, Any]
-) -> dict[str, Tensor]:
-    """Where a group's members sit: the traced tensors' metadata, or their values' (see below)."""
+    names: list[str], tensors: Mapping[str, Tensor], seen: Mapping[str, Geometry], values: Mapping[str, Any]
+) -> dict[str, Geometry]:
+    """Where a group's members sit: what the program saw, or their values' geometry (see below)."""
     inner = [v for v in (values.get(n) for n in names) if isinstance(v, Tensor)]
     if len(inner) != len(names) or len({storage_key(v) for v in inner}) != 1:
         return {}
-    if all(_same_shape(v, tensors[n]) for n, v in zip(names, inner)):
-        return dict(zip(names, inner))
+    if all(_same_shape(geometry_of(v), seen[n]) for n, v in zip(names, inner)):
+        return {n: geometry_of(v) for n, v in zip(names, inner)}
     if len({id(tensors[n]) for n in names}) == 1:
         return {}  # one tensor (maybe passed twice): its own metadata is what the kernel was told
     raise NotImplementedError(
@@ -101,34 +113,37 @@ def compute_layouts(
     tensors: Mapping[str, Tensor],
     written_names: frozenset[str],
     values: Mapping[str, Any] | None = None,
+    seen: Mapping[str, Geometry] | None = None,
 ) -> dict[str, LayoutTuple]:
     """Describe every tensor argument; group those sharing storage with a written one.
 
-    ``tensors`` are the traced (functional) tensors: their storages say who aliases whom, and
-    their metadata is what the program saw (and passed to the kernel as strides). ``values``
-    are their current values one level down, when those are real views. After a torch
-    in-place op on an input at a nonzero storage offset, the input keeps reporting its offset
-    while views made from it later take their value's: the traced offsets disagree, the
-    values' agree. So a group takes its geometry from the values when sizes and strides agree
-    with the traced ones (only offsets differ); else, for one tensor, from its own metadata;
-    else it refuses (``_group_geometry``).
+    ``tensors`` are the traced (functional) tensors: their storages say who aliases whom.
+    ``seen`` is their metadata as the program saw it when it launched (what it passed to the
+    kernel as strides), read before unwrapping: unwrapping syncs a tensor that an alias wrote,
+    and torch's functionalization may then give it different metadata (a strided input
+    written through a full-size view comes back contiguous). Default: the tensors' metadata
+    now. ``values`` are their current values one level down, when those are real views.
+    After a torch in-place op on an input at a nonzero storage offset, the input keeps
+    reporting its offset while views made from it later take their value's: the traced
+    offsets disagree, the values' agree. So a group takes its geometry from the values when
+    sizes and strides agree with the seen ones (only offsets differ); else, for one tensor,
+    from what the program saw; else it refuses (``_group_geometry``).
     """
+    if seen is None:
+        seen = {name: geometry_of(t) for name, t in tensors.items()}
     by_storage: dict[int, list[str]] = {}
     for name, t in tensors.items():
         by_storage.setdefault(storage_key(t), []).append(name)
     group_of: dict[str, int] = {}
-    geometry: dict[str, Tensor] = dict(tensors)
+    geometry: dict[str, Geometry] = {name: seen[name] for name in tensors}
     written_groups = [ns for ns in by_storage.values() if any(n in written_names for n in ns)]
     for gid, names in enumerate(written_groups):
         for n in names:
             group_of[n] = gid
         if values is not None and len(names) > 1:
-            geometry.update(_group_geometry(names, tensors, values))
+            geometry.update(_group_geometry(names, tensors, seen, values))
     return {
-        name: ArgLayout(
-            group_of.get(name, -1), tuple(g.size()), tuple(g.stride()), g.storage_offset()
-        ).as_tuple()
-        for name, g in geometry.items()
+        name: ArgLayout(group_of.get(name, -1), *geometry[name]).as_tuple() for name in tensors
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .aliasing import compute_layouts
+from .aliasing import compute_layouts, geometry_of
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import kernel_info
@@ -130,9 +130,12 @@ def mutation_functionalize(
 ) -> None:
     written, keep = analyze(kernel_idx, constant_args_idx, kwargs)
     tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
+    # Before unwrapping: that syncs pending writes through aliases, which may re-stride a
+    # tensor after the program read its strides (see compute_layouts).
+    seen = {n: geometry_of(t) for n, t in tensors.items()}
     unwrapped = ctx.unwrap_tensors(kwargs)
     copies = views_are_copies(ctx)
-    layouts = compute_layouts(tensors, written, None if copies else unwrapped)
+    layouts = compute_layouts(tensors, written, None if copies else unwrapped, seen)
     if copies:
         check_aliasing_supported(tensors, layouts)
     to_clone = [n for n in kwargs if n in written]

@@ -185,24 +185,33 @@ def test_strided_input_after_torch_inplace_op_passed_twice() -> None:
     run_isolated(lambda: check_matches_eager(prog, lambda: (torch.arange(8.0)[0:8:2],), no_grad=(True,)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torch.func.functionalize leaves a value whose metadata reaches past its own storage after "
-    "a mutation through a full-size view of a strided input; reading it corrupts the heap before the "
-    "kernel runs. Not fixed here; README 'Known limits'",
-)
-def test_strided_input_written_after_torch_inplace_op_through_a_full_view() -> None:
+FULL_VIEWS = {
+    "view_as": lambda x: x.view_as(x),
+    "view": lambda x: x.view(4),
+    "ellipsis": lambda x: x[...],
+    "slice_tuple": lambda x: x[(slice(0, 4),)],
+    "itself": lambda x: x,
+    "colon": lambda x: x[:],
+}
+
+
+@pytest.mark.parametrize("full_view", list(FULL_VIEWS))
+def test_strided_input_written_after_torch_inplace_op_through_a_full_view(full_view: str) -> None:
     """x = arange(8)[::2].detach(); x.view_as(x).mul_(2); then a launch writes x in place.
 
     Eager: x = [1., 9., 17., 25.]. make_fx(functionalize(f)) (remove="mutations" and
     "mutations_and_views"): the mutation through a full-size view (view_as, x[...], x.view(4),
-    x[(slice(0, 4),)]; not x itself, not x[:]) leaves x's new value contiguous while x reports
-    stride 2; the launch then writes past the end of a 4-element buffer: heap corruption
-    ("double free or corruption") or, with x.view(4), wrong values. Runs in a forked child.
+    x[(slice(0, 4),)]; not x itself, not x[:]) is pending when the program reads x's strides
+    (2) for the kernel; the launch's functionalization rule unwraps x, which syncs it, and
+    torch then gives x its new contiguous value's metadata (stride 1). The layout was taken
+    after that, so the kernel, told stride 2, wrote past the end of a 4-element buffer: heap
+    corruption ("double free or corruption") or, with x.view(4), wrong values. Fixed: layouts
+    record the metadata the program saw, read before unwrapping. Runs in a forked child.
     """
+    make_view = FULL_VIEWS[full_view]
 
     def prog(wrap, x):
-        x.view_as(x).mul_(2)
+        make_view(x).mul_(2)
         launch(wrap, PK.inplace_kernel, x)
         return (x,)
 

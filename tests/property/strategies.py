@@ -24,10 +24,9 @@ limits of the library:
 - (3) torch.func.functionalize does not support graph inputs that alias each other:
   ``modes_for`` leaves both functionalize modes out for those programs.
 
-and around two limits the README added after these tests found them (see ``facts``): a
-torch in-place op on a non-contiguous graph input makes the library refuse distinct aliases
-of it in one launch (accepted by the test only where ``facts`` predicts it), and, through a
-view of such an input, keeps the functionalize modes out;
+and around a limit the README added after these tests found it (see ``facts``): a torch
+in-place op on a non-contiguous graph input makes the library refuse distinct aliases of it
+in one launch (accepted by the test only where ``facts`` predicts it);
 
 and around limits of torch 2.13 itself, which fail the same way with plain torch ops:
 
@@ -560,7 +559,6 @@ class Facts:
     views_refused: bool  # limit (1): a launch passes distinct aliases of a written argument
     returns_grad_input: bool  # under no_grad, an output is a graph input that requires grad
     restride_refusal: bool  # README: distinct aliases of a non-contiguous input after a torch in-place op
-    inplace_through_view_of_strided_input: bool  # README: strict xfail under torch.func.functionalize
     writes_grad_input_and_its_view: bool  # README: keep_inference_input_mutations, training graph
 
 
@@ -580,11 +578,8 @@ def facts(program: Program) -> Facts:
     README "Known limits" (found by these tests): after a torch in-place op on a
     non-contiguous graph input, torch's functionalization gives views made from it
     contiguous metadata, so the library refuses (NotImplementedError) distinct aliases of it
-    passed to one kernel: ``restride_refusal`` says a program may hit that. And a mutation
-    through a full-size view of a strided input leaves, under torch.func.functionalize, a
-    value that reaches past its storage: ``inplace_through_view_of_strided_input`` (any
-    torch in-place op on a view, not the input itself, of a non-contiguous input) keeps
-    the functionalize modes out. And keep_inference_input_mutations on a training graph
+    passed to one kernel: ``restride_refusal`` says a program may hit that. And
+    keep_inference_input_mutations on a training graph
     in which one launch writes a requires_grad input together with a view of it raises
     ("Unexpected fake buffer"): ``writes_grad_input_and_its_view`` keeps reinplace_keep out.
     """
@@ -594,7 +589,7 @@ def facts(program: Program) -> Facts:
     grad_inputs = {_storage(t) for t in tensors if t.requires_grad}
     grad_input_and_view = False
     restrided: set[int] = set()
-    refused = restride_refusal = through_view = False
+    refused = restride_refusal = False
     with torch.no_grad():
         for step in program.steps:
             if isinstance(step, Launch):
@@ -608,7 +603,6 @@ def facts(program: Program) -> Facts:
                 restride_refusal |= distinct_aliases and any(_storage(t) in restrided for t in tensors_now)
             if isinstance(step, TorchInplace) and _storage(env[step.target]) in strided_inputs:
                 restrided.add(_storage(env[step.target]))
-                through_view |= all(env[step.target] is not t for t in tensors)
             step.run(env, None)
     returns_grad_input = any(env[r].requires_grad for r in program.returns)
     return Facts(
@@ -616,7 +610,6 @@ def facts(program: Program) -> Facts:
         refused,
         returns_grad_input,
         restride_refusal,
-        through_view,
         grad_input_and_view and False in program.no_grad,
     )
 
@@ -640,8 +633,6 @@ def modes_for(program: Program) -> tuple[str, ...]:
         # make_fx(functionalize(f)) returns fresh tensors (torch's semantics), so an output that is
         # a requires_grad input in eager comes back not requiring grad; the harness compares
         # requires_grad, so only the modes that regenerate aliases can check such a program.
-        return always
-    if f.inplace_through_view_of_strided_input:  # README known limit (see facts)
         return always
     modes = (*always, "functionalize")
     return modes if f.views_refused else (*modes, "functionalize_views")  # limit (1)

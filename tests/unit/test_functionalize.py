@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 from functorch.compile import aot_function, make_boxed_func
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 import functional_triton.mutation as mutation
@@ -95,3 +96,31 @@ def test_fallback_keeps_every_write_with_aliased_arguments(monkeypatch: pytest.M
         return out
 
     check_matches_eager(prog, lambda: (torch.zeros(4),))
+
+
+@pytest.mark.parametrize("remove", ["mutations", "mutations_and_views"])
+def test_layout_records_the_strides_the_program_read_before_a_pending_write_is_synced(remove: str) -> None:
+    """x.view(2, 4).mul_(2) on a strided input is still pending when the program reads x.stride().
+
+    The launch's functionalization rule unwraps x, which syncs that write, and torch then gives
+    x its new value's contiguous metadata. The kernel was told strides (8, 2): the layout must
+    say so, or the functional operator rebuilds x contiguous and the kernel writes past the end
+    of its buffer. Traced with fake tensors, so a wrong layout fails here without launching.
+    """
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        x.view(2, 4).mul_(2)
+        ft.wrap_triton(K.scale_inplace_2d)[(2,)](x, 2, 4, *x.stride(), BLOCK=4)
+        return x
+
+    def inputs() -> torch.Tensor:
+        return torch.arange(16.0).reshape(2, 8)[:, ::2]  # strides (8, 2)
+
+    gm = make_fx(torch.func.functionalize(prog, remove=remove), tracing_mode="fake")(inputs())
+    (call,) = [n for n in gm.graph.nodes if n.target is ft.triton_kernel_wrapper_functional]
+    assert call.kwargs["layouts"]["x_ptr"] == (0, (2, 4), (8, 2), 0), gm.code
+    x = inputs()
+    expected = inputs()
+    expected.mul_(2).mul_(2).add_(1)
+    torch.testing.assert_close(gm(x), expected, rtol=0, atol=0)
+    torch.testing.assert_close(x, expected, rtol=0, atol=0)
