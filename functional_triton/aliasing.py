@@ -195,6 +195,13 @@ def _restride(t: Tensor, lay: ArgLayout) -> Tensor:
     return _group_views([(t, dataclasses.replace(lay, storage_offset=0))])[0]
 
 
+# The copies are part of the opaque kernel (autograd.py) and must record no autograd history.
+# With grad mode on and an input that requires grad (the fake rule in a training graph),
+# copy_ would give each rebuilt view a grad_fn; as views of a buffer the proxy mode never saw,
+# autograd would later regenerate that grad_fn by replaying as_strided on the buffer (when
+# functionalization scatters an alias's update into a view), and the trace would record the
+# fake buffer as a graph constant ("Unexpected fake buffer _tensor_constant0").
+@torch.no_grad()
 def rebuild_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
     """The kernel's arguments with every alias group moved into its own fresh buffer."""
     new_kwargs = dict(kwargs)

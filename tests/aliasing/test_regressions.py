@@ -238,18 +238,14 @@ def test_reinplace_launch_on_a_view_then_on_its_intermediate_base() -> None:
     check_matches_eager(prog, lambda: (torch.arange(4.0),))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aot_function(keep_inference_input_mutations=True) on a training graph whose input and a view "
-    "of it are written by one launch fails in AOTAutograd's graph capture ('Unexpected fake buffer'): "
-    "an exception, not a wrong result; not fixed here; README 'Known limits'",
-)
 def test_reinplace_keep_training_graph_input_and_its_view_written() -> None:
     """A requires_grad leaf x and x[0:1] passed to one launch, x used differentiably afterwards.
 
     Eager: x = [2000., 1.], output x * 2 = [4000., 2.], x.grad = 2 * weights. reinplace_keep
     (aot_function with keep_inference_input_mutations=True), no_grad=False: "AssertionError:
-    Unexpected fake buffer _tensor_constant0" when the compiled graph runs.
+    Unexpected fake buffer _tensor_constant0" in AOTAutograd's graph capture: the fake rule's
+    copies into the alias group's buffer recorded autograd history, and functionalization's
+    slice_scatter of the view's update made autograd replay as_strided on that untraced buffer.
     """
 
     def prog(wrap, x):

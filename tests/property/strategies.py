@@ -559,7 +559,6 @@ class Facts:
     views_refused: bool  # limit (1): a launch passes distinct aliases of a written argument
     returns_grad_input: bool  # under no_grad, an output is a graph input that requires grad
     restride_refusal: bool  # README: distinct aliases of a non-contiguous input after a torch in-place op
-    writes_grad_input_and_its_view: bool  # README: keep_inference_input_mutations, training graph
 
 
 def refused_with_views_as_copies(spec: KernelSpec, tensors: Sequence[torch.Tensor]) -> bool:
@@ -578,16 +577,11 @@ def facts(program: Program) -> Facts:
     README "Known limits" (found by these tests): after a torch in-place op on a
     non-contiguous graph input, torch's functionalization gives views made from it
     contiguous metadata, so the library refuses (NotImplementedError) distinct aliases of it
-    passed to one kernel: ``restride_refusal`` says a program may hit that. And
-    keep_inference_input_mutations on a training graph
-    in which one launch writes a requires_grad input together with a view of it raises
-    ("Unexpected fake buffer"): ``writes_grad_input_and_its_view`` keeps reinplace_keep out.
+    passed to one kernel: ``restride_refusal`` says a program may hit that.
     """
     tensors = make_inputs_fn(program)()
     env: dict[str, Any] = dict(zip((i.name for i in program.inputs), tensors))
     strided_inputs = {_storage(t) for t in tensors if not t.is_contiguous()}
-    grad_inputs = {_storage(t) for t in tensors if t.requires_grad}
-    grad_input_and_view = False
     restrided: set[int] = set()
     refused = restride_refusal = False
     with torch.no_grad():
@@ -597,21 +591,12 @@ def facts(program: Program) -> Facts:
                 spec = KERNELS[step.kernel]
                 distinct_aliases = refused_with_views_as_copies(spec, tensors_now)
                 refused |= distinct_aliases
-                grad_input_and_view |= distinct_aliases and any(
-                    _storage(t) in grad_inputs for t in tensors_now
-                )
                 restride_refusal |= distinct_aliases and any(_storage(t) in restrided for t in tensors_now)
             if isinstance(step, TorchInplace) and _storage(env[step.target]) in strided_inputs:
                 restrided.add(_storage(env[step.target]))
             step.run(env, None)
     returns_grad_input = any(env[r].requires_grad for r in program.returns)
-    return Facts(
-        any(aliasing_bases(program)),
-        refused,
-        returns_grad_input,
-        restride_refusal,
-        grad_input_and_view and False in program.no_grad,
-    )
+    return Facts(any(aliasing_bases(program)), refused, returns_grad_input, restride_refusal)
 
 
 AOT_MODES = ("aot_function", "aot_module", "reinplace", "reinplace_keep")
@@ -624,9 +609,7 @@ def modes_for(program: Program) -> tuple[str, ...]:
     ``ft.reinplace_compiler``) and plain make_fx always; the functionalize modes as allowed.
     """
     f = facts(program)
-    always: tuple[str, ...] = (*AOT_MODES, "make_fx")
-    if f.writes_grad_input_and_its_view:  # README known limit (see facts)
-        always = tuple(m for m in always if m != "reinplace_keep")
+    always = (*AOT_MODES, "make_fx")
     if f.aliasing_inputs:  # limit (3)
         return always
     if f.returns_grad_input:

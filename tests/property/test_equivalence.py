@@ -245,8 +245,8 @@ REINPLACE_VIEW_THEN_BASE_OF_INTERMEDIATE = Program(
 
 # reinplace_keep, training graph: a requires_grad leaf and a view of it written by one launch:
 # "AssertionError: Unexpected fake buffer _tensor_constant0" (also with plain aot_function and
-# keep_inference_input_mutations=True; the same writes in torch ops pass). Now a README known limit
-# (strict xfail in test_regressions.py): modes_for leaves reinplace_keep out for such programs.
+# keep_inference_input_mutations=True; the same writes in torch ops pass). Fixed: the alias group's
+# copies no longer record autograd history (aliasing.rebuild_arguments).
 REINPLACE_KEEP_TRAINING_INPUT_AND_ITS_VIEW = Program(
     bases=((2,),),
     inputs=(Input("x", requires_grad=True),),

@@ -101,6 +101,19 @@ def test_functional_dense_does_not_modify_inputs_and_matches_raw() -> None:
     assert_same(out, x_raw)
 
 
+def test_functional_dense_outputs_have_no_autograd_history() -> None:
+    """The kernel is opaque to autograd (autograd.py): the copy into the clone records nothing.
+
+    Before the copy ran under no_grad, the output of an input that requires grad had a grad_fn
+    leading back to the input, as if the kernel were the identity.
+    """
+    reg = Registered(K.add_one_inplace, {"n": N, "BLOCK": 8})
+    x = arange().requires_grad_()
+    out = reg.functional((1,), {"x_ptr": x}, ["x_ptr"], {"x_ptr": layout(x, 0)})["x_ptr"]
+    assert not out.requires_grad
+    assert out.grad_fn is None
+
+
 def test_functional_dense_out_of_place_returns_written_only() -> None:
     reg = Registered(K.add_kernel, {"n": N, "BLOCK": 8})
     x, y, out = arange(), torch.full((N,), 0.25), torch.zeros(N)
