@@ -142,9 +142,7 @@ def compute_layouts(
             group_of[n] = gid
         if values is not None and len(names) > 1:
             geometry.update(_group_geometry(names, tensors, seen, values))
-    return {
-        name: ArgLayout(group_of.get(name, -1), *geometry[name]).as_tuple() for name in tensors
-    }
+    return {name: ArgLayout(group_of.get(name, -1), *geometry[name]).as_tuple() for name in tensors}
 
 
 def _extent(size: Sequence[IntLike], stride: Sequence[IntLike]) -> IntLike:

@@ -10,10 +10,15 @@ import threading
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, fx
+from torch.fx.experimental.proxy_tensor import (
+    disable_proxy_modes_tracing,
+    get_proxy_mode,
+    track_tensor_tree,
+)
 
 from .aliasing import compute_layouts, geometry_of
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
@@ -45,17 +50,23 @@ def _warn_once(fn: Any, name: str, reason: str) -> None:
 
 def written_names(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) -> frozenset[str]:
     """The tensor arguments the kernel may write; all of them (with a warning) if unsure."""
-    return analyze(kernel_idx, constant_args_idx, kwargs)[0]
+    return analyze(kernel_idx, constant_args_idx, kwargs).written
 
 
-def analyze(
-    kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]
-) -> tuple[frozenset[str], bool]:
-    """(the tensor arguments the kernel may write, whether it may have effects beyond them).
+class Analysis(NamedTuple):
+    """What functionalization needs to know about one launch."""
 
-    Unsure: every tensor argument, with one warning per kernel. A kernel with effects the
-    outputs do not carry (Note [keep alive]) that provably writes none of its arguments
-    still counts every tensor argument as written, so that its node has outputs to keep.
+    written: frozenset[str]  # the tensor arguments the kernel may write
+    exact: bool  # False: the analysis could not tell, every tensor argument is assumed written
+    keep: bool  # the kernel may have effects beyond its outputs (Note [keep alive])
+
+
+def analyze(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) -> Analysis:
+    """The launch's writes; every tensor argument (with one warning per kernel) if unsure.
+
+    A kernel with effects its outputs do not carry that provably writes none of its
+    arguments still counts every tensor argument as written, so that its node has
+    outputs to keep alive.
     """
     kernel, _ = kernel_side_table.get_kernel(kernel_idx)
     constants = dict(kernel_side_table.get_constants(constant_args_idx))
@@ -66,15 +77,15 @@ def analyze(
         from .mutation import analyze_writes
     except ImportError:
         _warn_once(info.fn, info.name, "mutation analysis is not available")
-        return tensor_names, True
+        return Analysis(tensor_names, False, True)
     analysis = analyze_writes(kernel, with_descriptors({**constants, **kwargs}, descriptors, checked=False))
     if analysis.written_names is None:
         _warn_once(info.fn, info.name, analysis.reason or "unknown reason")
-        return tensor_names, True
+        return Analysis(tensor_names, False, True)
     written = analysis.written_names & tensor_names
     if analysis.opaque_side_effects and not written:
-        return tensor_names, True
-    return written, analysis.opaque_side_effects
+        return Analysis(tensor_names, True, True)
+    return Analysis(written, True, analysis.opaque_side_effects)
 
 
 def keep_node_alive(ctx: Any, outputs: Mapping[str, Tensor]) -> None:
@@ -119,6 +130,99 @@ def check_aliasing_supported(tensors: Mapping[str, Tensor], layouts: Mapping[str
             )
 
 
+# Note [backward writes to forward tensors]
+# A Function's backward may launch a kernel that writes a tensor its forward created and saved.
+# Eagerly, whoever holds that tensor sees the write once backward has run; when the tensor is an
+# output of the traced program, that is the caller (pytorch#174124). AOTAutograd traces one joint
+# graph, where functionalization makes the post-backward value the forward output; the partitioner
+# cannot compute it in the forward graph (it depends on the backward), and AOTAutograd carries a
+# backward's writes back into graph *inputs* only. Since pytorch#174132 (in torch 2.13) the
+# partitioner answers a forward output ``getitem(hop, k)``, or a view or reshape of one, with
+# ``hop.kwargs["kwargs"][k]``, the value before the write: for this operator a silent wrong
+# result, the caller's tensor keeps its forward value. No torch API can carry the write to the
+# caller (a copy_ into a non-input fails AOTAutograd's functional-graph check), so it must raise.
+#
+# Whether the written value reaches a forward output is known only once the joint graph is
+# complete, in the partitioner: while the backward is traced, a forward tensor the caller will
+# hold and one it never sees (an intermediate, a preallocated gradient buffer) look the same. So
+# the rule makes the partitioner refuse exactly the visible case. When a kernel inside a backward
+# is known to write a tensor (or a view of one) computed by the joint graph's forward, not a graph
+# input (AOTAutograd copies written inputs back itself), the new value goes through an
+# ``aten.alias`` node that
+#   - the partitioner's remap does not look through, and
+#   - is tagged "must_be_in_backward", so that a kernel reading no gradient is not moved into the
+#     forward graph either (the caller would see the write before backward ran).
+# A forward output that reaches it is "invalid" to the partitioner, which raises
+# ``AssertionError: Node <arg>_written_in_backward_by_<kernel> was invalid, but is output`` (the
+# node's name is the only text of ours in that message; through a view of the output it names
+# the view). Where no forward output reaches it, it is a free view in the backward graph, or dead.
+# "Computed by the forward" is read from the tags AOTAutograd's create_joint puts on every node
+# traced before the backward ("partitioner_tag": "is_forward"); without them (no joint graph, no
+# partitioner) nothing is done. Writes the analysis could not establish (every argument assumed
+# written, AnalysisWarning) are left alone, or a read-only forward output would raise.
+
+_PARTITIONER_TAG = "partitioner_tag"  # written by AOTAutograd's create_joint, read by its partitioners
+
+
+def _traced_node(mode: Any, t: Tensor) -> fx.Node | None:
+    """The graph node ``t`` is the value of, or None when the tracer does not track it."""
+    proxy = mode.tracer.unwrap_proxy(t)
+    return proxy.node if isinstance(proxy, fx.Proxy) else None
+
+
+def _created_in_forward(node: fx.Node) -> bool:
+    """Whether ``node`` (or the tensor it views) was computed by the forward of a joint graph."""
+    while (
+        node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and node.target.is_view
+        and node.args
+        and isinstance(node.args[0], fx.Node)
+    ):
+        node = node.args[0]
+    return node.op != "placeholder" and node.meta.get(_PARTITIONER_TAG) == "is_forward"
+
+
+def _backward_write_barrier(mode: Any, value: Tensor, arg: str, kernel_name: str) -> Tensor:
+    """``value`` through a named alias node the partitioner keeps in the backward graph.
+
+    Called below functionalization (inner tensors); builds the node itself to choose its name.
+    """
+    tracer = mode.tracer
+    with disable_proxy_modes_tracing():
+        out = torch.ops.aten.alias.default(value)
+    proxy = tracer.create_proxy(
+        "call_function",
+        torch.ops.aten.alias.default,
+        (tracer.unwrap_proxy(value),),
+        {},
+        name=f"{arg}_written_in_backward_by_{kernel_name}",
+    )
+    proxy.node.meta[_PARTITIONER_TAG] = "must_be_in_backward"
+    track_tensor_tree(out, proxy, constant=None, tracer=tracer)
+    return out
+
+
+def _forward_tensors_written_in_backward(
+    unwrapped: Mapping[str, Any], names: Sequence[str]
+) -> tuple[Any, set[str]]:
+    """The proxy mode, and the ``names`` whose tensors the joint graph's forward computed.
+
+    Empty outside a backward pass (Note [backward writes to forward tensors]).
+    """
+    if torch._C._current_graph_task_id() == -1:
+        return None, set()
+    mode = get_proxy_mode()
+    if mode is None:
+        return None, set()
+    found = set()
+    for name in names:
+        node = _traced_node(mode, unwrapped[name])
+        if node is not None and _created_in_forward(node):
+            found.add(name)
+    return mode, found
+
+
 @triton_kernel_wrapper_mutation.py_functionalize_impl
 def mutation_functionalize(
     ctx: Any,
@@ -128,7 +232,7 @@ def mutation_functionalize(
     grid: Sequence[Any] | None,
     kwargs: dict[str, Any],
 ) -> None:
-    written, keep = analyze(kernel_idx, constant_args_idx, kwargs)
+    written, exact, keep = analyze(kernel_idx, constant_args_idx, kwargs)
     tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
     # Before unwrapping: that syncs pending writes through aliases, which may re-stride a
     # tensor after the program read its strides (see compute_layouts).
@@ -139,6 +243,7 @@ def mutation_functionalize(
     if copies:
         check_aliasing_supported(tensors, layouts)
     to_clone = [n for n in kwargs if n in written]
+    mode, barred = _forward_tensors_written_in_backward(unwrapped, to_clone) if exact else (None, set())
     with ctx.redispatch_to_next():
         outputs = triton_kernel_wrapper_functional(
             kernel_idx=kernel_idx,
@@ -148,6 +253,12 @@ def mutation_functionalize(
             tensors_to_clone=to_clone,
             layouts=layouts,
         )
+        if barred:  # Note [backward writes to forward tensors]
+            kernel_name = kernel_info(kernel_side_table.get_kernel(kernel_idx)[0]).name
+            outputs = {
+                n: _backward_write_barrier(mode, v, n, kernel_name) if n in barred else v
+                for n, v in outputs.items()
+            }
     if keep:
         keep_node_alive(ctx, outputs)
     done: set[int] = set()

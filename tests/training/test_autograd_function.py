@@ -4,7 +4,8 @@ Each program is run eagerly with raw ``kernel[grid](...)`` launches and under AO
 graph, partitioned into forward and backward graphs, nop compilers); outputs, inputs after the call
 and every leaf's ``.grad`` must match bit for bit (tests/harness.py). The backward kernels write
 where real code writes: a fresh gradient buffer, a tensor saved in forward, the incoming gradient,
-and a kernel whose writes the analysis cannot see (pytorch#119348, pytorch#174124).
+and a kernel whose writes the analysis cannot see (pytorch#119348). A forward output the caller
+holds, written by a backward kernel (pytorch#174124), must raise.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import Any
 import pytest
 import torch
 import triton
-from functorch.compile import aot_function, aot_module, make_boxed_func
+from functorch.compile import (
+    aot_function,
+    aot_module,
+    default_partition,
+    make_boxed_func,
+    min_cut_rematerialization_partition,
+)
 
 import functional_triton as ft
 import functional_triton.functionalize as ft_functionalize
@@ -110,6 +117,32 @@ class MulWithGradSum(torch.autograd.Function):
         dx, dw = torch.empty_like(x), torch.empty_like(w)
         ctx.wrap(K.mul_bwd)[grid(x.numel())](x, w, dy, dx, dw, x.numel(), BLOCK=BLOCK)
         ctx.wrap(K.accumulate)[grid(x.numel())](acc, dy, x.numel(), BLOCK=BLOCK)
+        return dx, dw, None
+
+
+class MulWithOutputSum(torch.autograd.Function):
+    """MulWithGradSum whose backward adds the saved ``out`` into ``acc``: that kernel reads no gradient.
+
+    Nothing then ties the write to the backward pass: the partitioner could compute it in forward.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, wrap: Wrap) -> tuple[torch.Tensor, torch.Tensor]:
+        out = torch.empty_like(x)
+        wrap(K.mul_fwd)[grid(x.numel())](x, w, out, x.numel(), BLOCK=BLOCK)
+        acc = torch.zeros_like(x)
+        ctx.mark_non_differentiable(acc)
+        ctx.save_for_backward(x, w, out, acc)
+        ctx.wrap = wrap
+        return out, acc
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor, _: Any) -> tuple[Any, ...]:
+        x, w, out, acc = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx, dw = torch.empty_like(x), torch.empty_like(w)
+        ctx.wrap(K.mul_bwd)[grid(x.numel())](x, w, dy, dx, dw, x.numel(), BLOCK=BLOCK)
+        ctx.wrap(K.accumulate)[grid(x.numel())](acc, out, x.numel(), BLOCK=BLOCK)
         return dx, dw, None
 
 
@@ -290,35 +323,61 @@ def test_backward_writes_saved_leaf_input(device: str) -> None:
     check_matches_eager(prog, make, modes=MODES)
 
 
-def test_forward_output_saved_and_mutated_in_backward(device: str) -> None:
-    """pytorch#174124: an output of forward, saved for backward, is written by a backward kernel.
+# pytorch#174124: a tensor the forward created and saved, written by a backward kernel. Eagerly,
+# whoever holds it sees the write after backward. AOTAutograd carries a backward's writes back into
+# graph inputs only, so when the tensor is also an output of the traced program the partitioner
+# must refuse the joint graph (Note [backward writes to forward tensors] in functionalize.py);
+# when it is not, the write is invisible to the caller and the program runs.
 
-    Here the output is only read in forward (before backward adds into it).
-    """
+WITH_GRAD_SUM = {"reads_grad": MulWithGradSum, "reads_no_grad": MulWithOutputSum}
+PARTITIONERS = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}
+
+
+@pytest.mark.parametrize("partitioner", PARTITIONERS)
+@pytest.mark.parametrize("fn", WITH_GRAD_SUM)
+def test_forward_output_saved_and_mutated_in_backward(device: str, fn: str, partitioner: str) -> None:
+    """The output is only read in forward (before backward adds into it): the caller cannot see it."""
+    function = WITH_GRAD_SUM[fn]
 
     def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, acc = MulWithGradSum.apply(x, w, wrap)
+        out, acc = function.apply(x, w, wrap)
         return torch.tanh(out), acc * 3
 
-    check_matches_eager(prog, leaves(device), modes=MODES)
+    check_matches_eager(prog, leaves(device), modes=MODES, partition_fn=PARTITIONERS[partitioner])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AOTAutograd carries a backward's writes back to forward inputs only: a forward output "
-    "saved for backward and written there keeps its forward value for the caller (pytorch#174124); "
-    "documented in README 'Known limits'",
-)
-def test_forward_output_mutated_in_backward_is_seen_by_the_caller(device: str) -> None:
-    """pytorch#174124 as written: the caller holds ``acc``, and eager's backward adds dy into it.
-
-    The harness compares outputs after backward, so ``acc`` must hold out + dy, as in eager.
-    """
-
+def _returns_acc(function: Any, view: bool) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return MulWithGradSum.apply(x, w, wrap)
+        out, acc = function.apply(x, w, wrap)
+        return out, acc.view(4, N // 4) if view else acc
 
-    check_matches_eager(prog, leaves(device), modes=MODES)
+    return prog
+
+
+@pytest.mark.parametrize("partitioner", PARTITIONERS)
+@pytest.mark.parametrize("view", [False, True], ids=["acc", "acc_view"])
+@pytest.mark.parametrize("fn", WITH_GRAD_SUM)
+@pytest.mark.parametrize("mode", MODES)
+def test_forward_output_mutated_in_backward_raises(
+    device: str, mode: str, fn: str, view: bool, partitioner: str
+) -> None:
+    """pytorch#174124 as written: the caller holds ``acc``, and eager's backward adds into it.
+
+    AOTAutograd cannot give the caller that write; it must raise, not return the forward value.
+    The message is the partitioner's; the node it names is ours when ``acc`` itself is returned.
+    """
+    prog = _returns_acc(WITH_GRAD_SUM[fn], view)
+    x, w = leaves(device)()
+    out, acc = prog(raw, x, w)
+    before = acc.clone()
+    out.sum().backward()
+    assert not torch.equal(acc, before), "eager's backward should have written the caller's acc"
+
+    node = "" if view else "acc_ptr_written_in_backward_by_accumulate "
+    with pytest.raises(AssertionError, match=f"{node}was invalid, but is output"):
+        check_matches_eager(
+            prog, leaves(device), modes=(mode,), no_grad=(False,), partition_fn=PARTITIONERS[partitioner]
+        )
 
 
 # --- a backward kernel writing the incoming gradient in place ---------------------------------------------
