@@ -125,7 +125,7 @@ def _describe(kernel: object) -> KernelInfo:
 
 # id(kernel) -> (weakref to kernel, info); entries leave with their kernel.
 _infos: dict[int, tuple[weakref.ref[Any], KernelInfo]] = {}
-_infos_lock = threading.Lock()
+_infos_lock = threading.RLock()  # reentrant: its weakref callback may run inside any allocation
 
 
 def kernel_info(kernel: object) -> KernelInfo:

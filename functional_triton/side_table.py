@@ -63,7 +63,10 @@ class KernelSideTable:
     """Thread-safe, weakly held registry of kernels and constant-argument dicts."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: an entry's weakref callback (which takes the lock) can run inside any
+        # allocation, including one made while this thread holds the lock in ``_add``, when a
+        # garbage collection frees a graph that was the entry's last holder.
+        self._lock = threading.RLock()
         self._counter = itertools.count()
         self._by_index: dict[int, weakref.ref[_Entry]] = {}
         self._by_key: dict[Hashable, weakref.ref[_Entry]] = {}

@@ -248,3 +248,23 @@ def test_repeated_traces_share_entries_and_graphs_keep_them_alive() -> None:
     del gm2, n2
     gc.collect()
     assert len(kernel_side_table) == before
+
+
+def test_entry_freed_by_a_collection_inside_add_does_not_deadlock() -> None:
+    """An entry whose last holder is cyclic garbage dies in whatever allocation triggers a
+    collection, possibly one inside ``_add``, which holds the table's lock; the entry's
+    weakref callback then takes that lock again on the same thread."""
+    table = KernelSideTable()
+
+    def work() -> None:
+        holder: list[Any] = [table.add_constants({"only": "garbage"})]
+        holder.append(holder)  # only the garbage collector frees this entry
+        del holder
+        with table._lock:  # as inside _add
+            gc.collect()
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the side table deadlocked in its own weakref callback"
+    assert len(table) == 0
