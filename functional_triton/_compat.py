@@ -108,3 +108,16 @@ def register_ordered_effect(op: Any) -> None:
     from torch._higher_order_ops import effects
 
     effects._register_effectful_op(op, effects._EffectType.ORDERED)
+
+
+def fx_sees_side_effect(op: Any) -> bool:
+    """Whether ``torch.fx`` counts a call of ``op`` as impure (dead-code elimination keeps it).
+
+    torch 2.13 consults ``torch.fx.node.has_side_effect``'s set for higher-order operators too;
+    torch 2.11 answers False for a higher-order operator there and only reads the effects
+    registry (seen on the GPU machine: make_fx graphs lost their kernel launches to DCE).
+    """
+    import torch
+
+    graph = torch.fx.Graph()
+    return bool(graph.call_function(op, (), {}).is_impure())

@@ -10,7 +10,7 @@ from torch import Tensor
 from torch._C import DispatchKey
 from torch._ops import HigherOrderOperator
 
-from ._compat import register_ordered_effect
+from ._compat import fx_sees_side_effect, register_ordered_effect
 from .aliasing import rebuild_arguments
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
@@ -197,6 +197,8 @@ def functional_dense(
 # backward graph too, launching the kernel twice. See Note [keep alive] for the kernels
 # whose effects are not all in their outputs.
 torch.fx.node.has_side_effect(triton_kernel_wrapper_mutation)
+if not fx_sees_side_effect(triton_kernel_wrapper_mutation):  # torch 2.11: only the effects registry
+    register_ordered_effect(triton_kernel_wrapper_mutation)
 
 
 # Note [keep alive]

@@ -243,3 +243,10 @@ def test_hops_are_distinct_named_operators() -> None:
     assert ft.triton_kernel_wrapper_mutation is not ft.triton_kernel_wrapper_functional
     assert "mutation" in ft.triton_kernel_wrapper_mutation.__name__
     assert "functional" in ft.triton_kernel_wrapper_functional.__name__
+
+
+def test_mutation_node_is_impure_for_fx() -> None:
+    """Dead-code elimination must keep a launch (torch 2.11 reads HOP impurity from the effects
+    registry only; 2.13 also from has_side_effect's set)."""
+    graph = torch.fx.Graph()
+    assert graph.call_function(ft.triton_kernel_wrapper_mutation, (), {}).is_impure()
