@@ -187,8 +187,13 @@ def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
 
 
 def _restride(t: Tensor, lay: ArgLayout) -> Tensor:
-    """``t`` itself when it already has the recorded strides, else a copy that has them."""
-    if all(a == b for a, b in zip(t.stride(), lay.stride)) or t.numel() <= 1:
+    """``t`` itself when it already has the recorded strides, else a copy that has them.
+
+    A dimension of size 1 is never stepped through, so its stride is free: the same
+    computation may give it another value when the graph runs than when it was traced
+    (and a copy there would make an in-place launch write into the copy).
+    """
+    if t.numel() <= 1 or all(a == b or n == 1 for a, b, n in zip(t.stride(), lay.stride, t.shape)):
         return t
     return _group_views([(t, dataclasses.replace(lay, storage_offset=0))])[0]
 

@@ -221,6 +221,26 @@ def test_strided_input_written_after_torch_inplace_op_through_a_full_view(full_v
     run_isolated(lambda: check_matches_eager(prog, inputs, no_grad=(True,)))
 
 
+def test_reinplace_partial_launch_on_a_product_with_a_size_one_dim() -> None:
+    """x and y = x.t()[2:3] are graph inputs (one synthetic base); v = y * 2 * 2 has shape (1, 4).
+
+    Eager: v = [[8., 32., 2002., 2003.]]. reinplace: x's group keeps its clone, v's is launched in
+    place; v's stride in its size-1 dim differed between trace and run, the functional rule
+    copied v to "re-stride" it and the kernel wrote the copy: v = [[8., 32., 56., 80.]].
+    """
+
+    def prog(wrap, x, y):
+        v = y * 2 * 2
+        launch(wrap, PK.halves_kernel, x, v)
+        return (v,)
+
+    def inputs():
+        base = torch.arange(24.0).reshape(4, 6)
+        return base, base.t()[2:3]
+
+    check_matches_eager(prog, inputs, modes=AOT_MODES, no_grad=(False, True))
+
+
 def test_reinplace_launch_on_a_view_then_on_its_intermediate_base() -> None:
     """y = x * 2; a launch writes y[3:4]; a second launch writes y.
 
