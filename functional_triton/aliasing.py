@@ -83,11 +83,12 @@ def geometry_of(t: Tensor) -> Geometry:
 
 
 def _same_shape(a: Geometry, b: Geometry) -> bool:
-    """Same sizes, and same strides wherever a stride matters (dimensions longer than 1)."""
+    """Same sizes, and same strides wherever a stride matters (dimensions longer than 1 of a
+    tensor that has elements: an empty tensor's strides are never used)."""
     (a_size, a_stride, _), (b_size, b_stride, _) = a, b
     if a_size != b_size:
         return False
-    return all(s <= 1 or x == y for s, x, y in zip(a_size, a_stride, b_stride))
+    return any(s == 0 for s in a_size) or all(s <= 1 or x == y for s, x, y in zip(a_size, a_stride, b_stride))
 
 
 def _group_geometry(
@@ -186,16 +187,32 @@ def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
     return views
 
 
-def _restride(t: Tensor, lay: ArgLayout) -> Tensor:
-    """``t`` itself when it already has the recorded strides, else a copy that has them.
+def _strides_match(t: Tensor, lay: ArgLayout) -> bool:
+    """Whether ``t`` steps through memory as recorded.
 
     A dimension of size 1 is never stepped through, so its stride is free: the same
-    computation may give it another value when the graph runs than when it was traced
-    (and a copy there would make an in-place launch write into the copy).
+    computation may give it another value when the graph runs than when it was traced.
     """
-    if t.numel() <= 1 or all(a == b or n == 1 for a, b, n in zip(t.stride(), lay.stride, t.shape)):
+    return t.numel() <= 1 or all(a == b or n == 1 for a, b, n in zip(t.stride(), lay.stride, t.shape))
+
+
+def _restride(t: Tensor, lay: ArgLayout) -> Tensor:
+    """``t`` itself when it already has the recorded strides, else a copy that has them."""
+    if _strides_match(t, lay):
         return t
     return _group_views([(t, dataclasses.replace(lay, storage_offset=0))])[0]
+
+
+def in_place_group(group: int) -> int:
+    """The layout group id of a cloned group ``group`` that a reinplaced launch writes in place.
+
+    Note [reinplacing]: group ids >= 0 are cloned, -1 is a lone read-only argument, and
+    ids <= -2 are groups launched on the arguments themselves. Their strides are checked
+    when the graph runs, since a fake tensor's strides can differ from the real one's
+    (an op on a non-dense input): a group that does not match is rebuilt like a cloned
+    one and ``write_back`` copies the written members back after the launch.
+    """
+    return -2 - group
 
 
 # The copies are part of the opaque kernel (autograd.py) and must record no autograd history.
@@ -206,18 +223,36 @@ def _restride(t: Tensor, lay: ArgLayout) -> Tensor:
 # fake buffer as a graph constant ("Unexpected fake buffer _tensor_constant0").
 @torch.no_grad()
 def rebuild_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
-    """The kernel's arguments with every alias group moved into its own fresh buffer."""
+    """The kernel's arguments with every cloned alias group moved into its own fresh buffer.
+
+    Lone arguments are re-strided where needed; groups launched in place stay themselves
+    when their strides match the recorded ones (see ``in_place_group``).
+    """
     new_kwargs = dict(kwargs)
     groups: dict[int, list[str]] = {}
     for name, raw in layouts.items():
         lay = ArgLayout.from_tuple(raw)
         check_size(name, kwargs[name], lay)
-        if lay.group >= 0:
-            groups.setdefault(lay.group, []).append(name)
-        else:
+        if lay.group == -1:
             new_kwargs[name] = _restride(kwargs[name], lay)
-    for names in groups.values():
+        else:
+            groups.setdefault(lay.group, []).append(name)
+    for group, names in groups.items():
         members = [(kwargs[n], ArgLayout.from_tuple(layouts[n])) for n in names]
+        if group <= -2 and all(_strides_match(t, lay) for t, lay in members):
+            continue
         for name, view in zip(names, _group_views(members)):
             new_kwargs[name] = view
     return new_kwargs
+
+
+@torch.no_grad()
+def write_back(
+    kwargs: Mapping[str, Any], launched: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]
+) -> None:
+    """After a launch: copy members of in-place groups that had to be rebuilt back into the originals."""
+    if launched is kwargs:
+        return
+    for name, raw in layouts.items():
+        if raw[0] <= -2 and launched[name] is not kwargs[name]:
+            kwargs[name].copy_(launched[name])

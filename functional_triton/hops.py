@@ -11,7 +11,7 @@ from torch._C import DispatchKey
 from torch._ops import HigherOrderOperator
 
 from ._compat import fx_sees_side_effect, register_ordered_effect
-from .aliasing import rebuild_arguments
+from .aliasing import rebuild_arguments, write_back
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
 from .side_table import kernel_side_table
@@ -188,6 +188,7 @@ def functional_dense(
 ) -> dict[str, Tensor]:
     new_kwargs, outputs = functional_outputs(kwargs, tensors_to_clone, layouts)
     launch_raw(kernel_idx, constant_args_idx, grid, new_kwargs)
+    write_back(kwargs, new_kwargs, layouts)  # groups a reinplaced node launches in place
     return outputs
 
 

@@ -23,8 +23,13 @@ counter of a tensor the backward may have saved (it then refuses to run), and a
 backward's inputs are saved tensors and incoming gradients that autograd still owns.
 Storages are tracked with a union-find over the fake tensors' storages in
 ``node.meta["val"]``, merged as groups are reinplaced. A node whose every group is reinplaced becomes a
-``triton_kernel_wrapper_mutation`` launch, preceded by a size guard so that a graph
-replayed for other sizes still raises instead of launching with stale parameters.
+``triton_kernel_wrapper_mutation`` launch between ``launch_arguments`` and ``write_back``.
+Those check, when the graph runs, what the pass could only see in fake tensors: sizes (a
+graph replayed for other sizes raises instead of launching with stale parameters) and
+strides (a fake tensor's may differ from the real one's; an argument that does not match is
+re-strided, or its group rebuilt and written back, as the functional operator would).
+Groups reinplaced in a node that keeps other clones are marked with ``in_place_group`` and
+get the same treatment from the functional operator.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..aliasing import ArgLayout, check_size
+from ..aliasing import in_place_group, rebuild_arguments, write_back
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 
 aten = torch.ops.aten
@@ -51,14 +56,21 @@ _SCATTER_TO_VIEW: dict[Any, Any] = {
 _VIEW_OPS = frozenset(_SCATTER_TO_VIEW.values()) | {aten.alias.default}
 
 
-def check_traced_sizes(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> None:
-    """Guard before an in-place launch: raise, naming the argument, on sizes it was not traced for."""
+def launch_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> Mapping[str, Any]:
+    """Before an in-place launch: the arguments themselves when they have the traced geometry.
+
+    Otherwise ``rebuild_arguments``: it raises, naming the argument, on sizes the graph was not
+    traced for, and re-strides (or, for a group launched in place, rebuilds) arguments whose
+    strides differ from the traced ones; ``write_back`` then copies written members back.
+    """
     for name, raw in layouts.items():
-        if kwargs[name].shape != raw[1]:  # torch.Size compares equal to a tuple of ints
-            check_size(name, kwargs[name], ArgLayout.from_tuple(raw))
+        t = kwargs[name]
+        if t.shape != raw[1] or t.stride() != tuple(raw[2]):  # torch.Size equals a tuple of ints
+            return rebuild_arguments(kwargs, layouts)
+    return kwargs
 
 
-torch.fx.node.has_side_effect(check_traced_sizes)
+torch.fx.node.has_side_effect(write_back)
 
 
 class _Storages:
@@ -225,10 +237,11 @@ def _try_group(
 
 
 def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> None:
-    """Drop in-place groups from the node's clones; a node with none left becomes a launch."""
+    """Launch in-place groups on the arguments themselves; a node with no clone left becomes a launch."""
     kw: dict[str, Any] = dict(node.kwargs)
     layouts = {
-        name: ((-1, *raw[1:]) if name in inplace_names else raw) for name, raw in kw["layouts"].items()
+        name: ((in_place_group(raw[0]), *raw[1:]) if name in inplace_names else raw)
+        for name, raw in kw["layouts"].items()
     }
     to_clone = [n for n in kw["tensors_to_clone"] if n not in inplace_names]
     if to_clone:
@@ -236,7 +249,7 @@ def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> No
         node.kwargs = kw
         return
     with graph.inserting_before(node):
-        graph.call_function(check_traced_sizes, (), {"kwargs": kw["kwargs"], "layouts": kw["layouts"]})
+        args = graph.call_function(launch_arguments, (), {"kwargs": kw["kwargs"], "layouts": layouts})
         launch = graph.call_function(
             triton_kernel_wrapper_mutation,
             (),
@@ -244,9 +257,13 @@ def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> No
                 "kernel_idx": kw["kernel_idx"],
                 "constant_args_idx": kw["constant_args_idx"],
                 "grid": kw["grid"],
-                "kwargs": kw["kwargs"],
+                "kwargs": {
+                    n: graph.call_function(operator.getitem, (args, n)) if n in layouts else v
+                    for n, v in kw["kwargs"].items()
+                },
             },
         )
+        graph.call_function(write_back, (), {"kwargs": kw["kwargs"], "launched": args, "layouts": layouts})
     launch.meta["val"] = None
     node.replace_all_uses_with(launch)
     graph.erase_node(node)

@@ -241,6 +241,43 @@ def test_reinplace_partial_launch_on_a_product_with_a_size_one_dim() -> None:
     check_matches_eager(prog, inputs, modes=AOT_MODES, no_grad=(False, True))
 
 
+def test_reinplace_launch_reading_a_value_whose_real_strides_differ_from_the_fake_ones() -> None:
+    """x = arange(8).reshape(4, 1, 2)[:, :, 0:1] (not dense); x.add_(1); copy x into zeros_like(x).
+
+    Eager: v = [2., 4., 6., 8.]. reinplace: the launch became an in-place launch, but the value of
+    x.add_(1) has strides (2, 2, 1) as a fake tensor and (1, 1, 1) for real, and the kernel was
+    told (2, 2, 1): it read past x's elements (v = [2., 6., <garbage>]). The functional operator
+    re-strides such an argument; the in-place launch now does too (launch_arguments).
+    """
+
+    def prog(wrap, x):
+        x.add_(1)
+        v = torch.zeros_like(x)
+        launch(wrap, PK.copy_kernel, x, v)
+        return x, v
+
+    check_matches_eager(
+        prog, lambda: (torch.arange(8.0).reshape(4, 1, 2)[:, :, 0:1].detach(),), modes=AOT_MODES
+    )
+
+
+def test_empty_permuted_input_written_then_launched_with_its_view() -> None:
+    """x = base.permute(0, 2, 1)[0:0] (empty); x.add_(1); launch copy(x, x[:, 0:1]).
+
+    Eager: nothing to do. Traced: the alias group's traced strides disagreed with its values'
+    and the launch was refused with NotImplementedError, though no element is ever touched.
+    """
+
+    def prog(wrap, x):
+        x.add_(1)
+        launch(wrap, PK.copy_kernel, x, x[:, 0:1])
+        return (x,)
+
+    check_matches_eager(
+        prog, lambda: (torch.arange(4.0).reshape(1, 2, 2).permute(0, 2, 1)[0:0],), modes=ALIASING_MODES
+    )
+
+
 def test_reinplace_launch_on_a_view_then_on_its_intermediate_base() -> None:
     """y = x * 2; a launch writes y[3:4]; a second launch writes y.
 

@@ -40,7 +40,7 @@ from tests.property.strategies import (
     CopyView,  # noqa: F401  (pasted counterexamples use every op)
     Derive,
     Detach,
-    Fresh,  # noqa: F401
+    Fresh,
     Input,
     Launch,
     Permute,
@@ -256,6 +256,31 @@ REINPLACE_PARTIAL_SIZE_ONE_STRIDE = Program(
     no_grad=(False,),
 )
 
+# Found on the CPU (thorough profile): reinplace, a launch rewritten to launch in place reads x after
+# x.add_(1) on a non-dense input; that value's fake strides (2, 2, 1) are not its real ones
+# (1, 1, 1), and the kernel read past x's elements. Fixed: in-place launches check strides when the
+# graph runs and re-stride like the functional operator (reinplace.launch_arguments).
+REINPLACE_FAKE_STRIDES_DIFFER = Program(
+    bases=((4, 1, 2),),
+    inputs=(Input("x", views=(Slice(dim=2, start=0, stop=1),)),),
+    steps=(TorchInplace("x", "add_"), Fresh("v1", like="x", shape=(1,)), Launch("copy", ("x", "v1"))),
+    returns=("x", "v1"),
+)
+
+# Found on the CPU (thorough profile): an empty, permuted input x written by x.add_(1), then launched
+# with x[:, 0:1]: the library refused ("traced strides disagree", NotImplementedError) although an
+# empty tensor's strides are never used. Fixed: _same_shape ignores strides of empty tensors.
+EMPTY_PERMUTED_INPUT_AND_ITS_VIEW = Program(
+    bases=((1, 2, 2),),
+    inputs=(Input("x", views=(Permute(dims=(0, 2, 1)), Slice(dim=0, start=0, stop=0))), Input("y")),
+    steps=(
+        TorchInplace("x", "add_"),
+        Derive("v1", "x", Slice(dim=1, start=0, stop=1)),
+        Launch("copy", ("x", "v1")),
+    ),
+    returns=("x",),
+)
+
 # reinplace_keep, training graph: a requires_grad leaf and a view of it written by one launch:
 # "AssertionError: Unexpected fake buffer _tensor_constant0" (also with plain aot_function and
 # keep_inference_input_mutations=True; the same writes in torch ops pass). Fixed: the alias group's
@@ -275,6 +300,8 @@ REINPLACE_KEEP_TRAINING_INPUT_AND_ITS_VIEW = Program(
 
 @given(program=S.programs())
 @example(program=REINPLACE_PARTIAL_SIZE_ONE_STRIDE)
+@example(program=REINPLACE_FAKE_STRIDES_DIFFER)
+@example(program=EMPTY_PERMUTED_INPUT_AND_ITS_VIEW)
 @example(program=EMPTY_ALIAS_BELOW_WRITTEN_VIEW)
 @example(program=OFFSET_INPUT_WRITTEN_THEN_ALIASED)
 @example(program=OFFSET_INPUT_VIEW_BEFORE_WRITE)

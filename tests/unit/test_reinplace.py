@@ -159,3 +159,28 @@ def test_inner_compiler_receives_the_rewritten_graph() -> None:
         )
     assert torch.equal(out, torch.arange(16.0) * 2)
     assert ft.triton_kernel_wrapper_mutation in targets(graphs[0])
+
+
+def test_in_place_group_kept_when_strides_match_rebuilt_and_written_back_otherwise() -> None:
+    """Groups a reinplaced node launches in place (Note [reinplacing]): the arguments themselves
+    when their strides are the traced ones (size-1 dims aside), else a rebuilt group whose
+    writes ``write_back`` copies into the originals."""
+    from functional_triton.aliasing import in_place_group, rebuild_arguments, write_back
+
+    base = torch.arange(8.0)
+    t = base[::2]  # stride 2 at run time
+    traced_contiguous = {"a": (in_place_group(0), (4,), (1,), 0)}
+    launched = rebuild_arguments({"a": t}, traced_contiguous)
+    assert launched["a"] is not t and launched["a"].stride() == (1,)
+    launched["a"].add_(100)  # the kernel's write
+    write_back({"a": t}, launched, traced_contiguous)
+    assert torch.equal(base, torch.tensor([100.0, 1, 102, 3, 104, 5, 106, 7]))
+
+    u = torch.zeros(4, 1)
+    traced_other_size_one_stride = {"a": (in_place_group(3), (4, 1), (1, 7), 0)}
+    assert rebuild_arguments({"a": u}, traced_other_size_one_stride)["a"] is u
+    lone = {"a": (-1, (4,), (1,), 0)}  # read-only: re-strided, never written back
+    copied = rebuild_arguments({"a": t}, lone)
+    copied["a"].zero_()
+    write_back({"a": t}, copied, lone)
+    assert torch.equal(base, torch.tensor([100.0, 1, 102, 3, 104, 5, 106, 7]))
