@@ -82,13 +82,19 @@ def geometry_of(t: Tensor) -> Geometry:
     return (tuple(t.size()), tuple(t.stride()), t.storage_offset())
 
 
+def _strides_agree(size: Sequence[IntLike], a: Sequence[IntLike], b: Sequence[IntLike]) -> bool:
+    """Whether two stride lists step through memory alike for a tensor of ``size``.
+
+    Only dimensions longer than 1 of a tensor that has elements are ever stepped through: a
+    size-1 dimension's stride is free (the same computation may give it another value when the
+    graph runs than when it was traced), and an empty tensor's strides are never used.
+    """
+    return any(s == 0 for s in size) or all(s <= 1 or x == y for s, x, y in zip(size, a, b))
+
+
 def _same_shape(a: Geometry, b: Geometry) -> bool:
-    """Same sizes, and same strides wherever a stride matters (dimensions longer than 1 of a
-    tensor that has elements: an empty tensor's strides are never used)."""
-    (a_size, a_stride, _), (b_size, b_stride, _) = a, b
-    if a_size != b_size:
-        return False
-    return any(s == 0 for s in a_size) or all(s <= 1 or x == y for s, x, y in zip(a_size, a_stride, b_stride))
+    """Same sizes, and same strides wherever a stride matters."""
+    return a[0] == b[0] and _strides_agree(a[0], a[1], b[1])
 
 
 def _group_geometry(
@@ -188,12 +194,8 @@ def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
 
 
 def _strides_match(t: Tensor, lay: ArgLayout) -> bool:
-    """Whether ``t`` steps through memory as recorded.
-
-    A dimension of size 1 is never stepped through, so its stride is free: the same
-    computation may give it another value when the graph runs than when it was traced.
-    """
-    return t.numel() <= 1 or all(a == b or n == 1 for a, b, n in zip(t.stride(), lay.stride, t.shape))
+    """Whether ``t`` (of the recorded sizes) steps through memory as recorded."""
+    return _strides_agree(t.shape, t.stride(), lay.stride)
 
 
 def _restride(t: Tensor, lay: ArgLayout) -> Tensor:

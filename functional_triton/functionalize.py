@@ -21,10 +21,9 @@ from torch.fx.experimental.proxy_tensor import (
 )
 
 from .aliasing import compute_layouts, geometry_of
-from .descriptors import DESCRIPTORS_KEY, with_descriptors
-from .hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from .descriptors import with_descriptors
+from .hops import KEEP_ALIVE, launch_plan, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import kernel_info
-from .side_table import kernel_side_table
 
 
 class AnalysisWarning(UserWarning):
@@ -68,17 +67,17 @@ def analyze(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) 
     arguments still counts every tensor argument as written, so that its node has
     outputs to keep alive.
     """
-    kernel, _ = kernel_side_table.get_kernel(kernel_idx)
-    constants = dict(kernel_side_table.get_constants(constant_args_idx))
-    descriptors = constants.pop(DESCRIPTORS_KEY, {})
+    plan = launch_plan(kernel_idx, constant_args_idx)
     tensor_names = frozenset(n for n, v in kwargs.items() if isinstance(v, Tensor))
-    info = kernel_info(kernel)
+    info = kernel_info(plan.kernel)
     try:
         from .mutation import analyze_writes
     except ImportError:
         _warn_once(info.fn, info.name, "mutation analysis is not available")
         return Analysis(tensor_names, False, True)
-    analysis = analyze_writes(kernel, with_descriptors({**constants, **kwargs}, descriptors, checked=False))
+    analysis = analyze_writes(
+        plan.kernel, with_descriptors({**plan.constants, **kwargs}, plan.descriptors, checked=False)
+    )
     if analysis.written_names is None:
         _warn_once(info.fn, info.name, analysis.reason or "unknown reason")
         return Analysis(tensor_names, False, True)
@@ -254,7 +253,7 @@ def mutation_functionalize(
             layouts=layouts,
         )
         if barred:  # Note [backward writes to forward tensors]
-            kernel_name = kernel_info(kernel_side_table.get_kernel(kernel_idx)[0]).name
+            kernel_name = kernel_info(launch_plan(kernel_idx, constant_args_idx).kernel).name
             outputs = {
                 n: _backward_write_barrier(mode, v, n, kernel_name) if n in barred else v
                 for n, v in outputs.items()

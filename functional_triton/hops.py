@@ -132,11 +132,16 @@ def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
     return _LaunchPlan(kernel, grid_fn, tuple(kernel_info(kernel).arg_names), constants, descriptors)
 
 
+def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
+    """The kernel, grid callable, constants and descriptors a node names (do not mutate them)."""
+    return kernel_side_table.derived(kernel_idx, constant_args_idx, _plan)  # type: ignore[no-any-return]
+
+
 def launch_raw(
     kernel_idx: int, constant_args_idx: int, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]
 ) -> None:
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
-    plan: _LaunchPlan = kernel_side_table.derived(kernel_idx, constant_args_idx, _plan)
+    plan = launch_plan(kernel_idx, constant_args_idx)
     values = {**plan.constants, **kwargs}
     if plan.descriptors:
         values = with_descriptors(values, plan.descriptors)
