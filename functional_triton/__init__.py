@@ -3,6 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from . import autograd, fake_rules, functionalize  # noqa: F401  (registers the rules)
+from .functionalize import AnalysisWarning
 from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import wrap_triton
 from .passes.reinplace import reinplace_compiler
@@ -17,4 +18,5 @@ __all__ = [
     "triton_kernel_wrapper_functional",
     "triton_kernel_wrapper_mutation",
     "reinplace_compiler",
+    "AnalysisWarning",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import torch
 from torch._ops import HigherOrderOperator
 
@@ -19,13 +20,14 @@ CONTRACT_NAMES = {
     "triton_kernel_wrapper_mutation",
     "triton_kernel_wrapper_functional",
     "reinplace_compiler",
+    "AnalysisWarning",
 }
 
 
 def api_md_names() -> set[str]:
-    """Every `ft.<name>` API.md mentions; the hard-coded contract when API.md is not available."""
+    """Every `ft.<name>` API.md mentions (CI lays shared/ beside the checkout)."""
     if not API_MD.exists():
-        return set(CONTRACT_NAMES)
+        pytest.skip(f"API.md is not beside the checkout ({API_MD})")
     return set(re.findall(r"\bft\.([A-Za-z_]\w*)", API_MD.read_text()))
 
 
@@ -86,3 +88,10 @@ def test_reinplace_compiler_takes_inner_keyword() -> None:
         inspect.Parameter.KEYWORD_ONLY,
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
     )
+
+
+def test_analysis_warning_is_public_and_a_user_warning() -> None:
+    from functional_triton.functionalize import AnalysisWarning
+
+    assert ft.AnalysisWarning is AnalysisWarning
+    assert issubclass(ft.AnalysisWarning, UserWarning)
