@@ -121,3 +121,34 @@ def fx_sees_side_effect(op: Any) -> bool:
 
     graph = torch.fx.Graph()
     return bool(graph.call_function(op, (), {}).is_impure())
+
+
+def current_dispatch_mode() -> Any:
+    """The TorchDispatchMode a dispatch at the Python key would run next, or None.
+
+    torch 2.13 and 2.11: ``torch.utils._python_dispatch._get_current_dispatch_mode`` (what
+    ``HigherOrderOperator.dispatch`` itself consults at ``DispatchKey.Python``).
+    """
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    return _get_current_dispatch_mode()
+
+
+def pop_dispatch_mode() -> Any:
+    """A context manager that pops the current dispatch mode (yielding it) and pushes it back after.
+
+    torch 2.13 and 2.11: ``torch.utils._python_dispatch._pop_mode_temporarily``.
+    """
+    from torch.utils._python_dispatch import _pop_mode_temporarily
+
+    return _pop_mode_temporarily()
+
+
+def mode_rule_types(op: Any) -> tuple[type, ...] | None:
+    """The mode types ``op`` has a Python-key rule for (``py_impl(ModeType)``, functionalization).
+
+    torch 2.13 and 2.11: ``HigherOrderOperator.python_key_table`` maps them to their rules. None
+    if a version lacks it: every mode is then left to torch's own dispatch.
+    """
+    table = getattr(op, "python_key_table", None)
+    return tuple(k for k in table if isinstance(k, type)) if isinstance(table, dict) else None

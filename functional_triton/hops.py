@@ -10,7 +10,13 @@ from torch import Tensor
 from torch._C import DispatchKey
 from torch._ops import HigherOrderOperator
 
-from ._compat import fx_sees_side_effect, register_ordered_effect
+from ._compat import (
+    current_dispatch_mode,
+    fx_sees_side_effect,
+    mode_rule_types,
+    pop_dispatch_mode,
+    register_ordered_effect,
+)
 from .aliasing import rebuild_arguments, write_back
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
@@ -29,6 +35,41 @@ class _TritonKernelWrapper(HigherOrderOperator):
                 if isinstance(v, Tensor) and torch._C._dispatch_keys(v).has("Python")
             )
         return tuple(overloaded)
+
+    def dispatch(self, /, dispatch_key: Any, *args: Any, **kwargs: Any) -> Any:
+        if dispatch_key == DispatchKey.Python:
+            mode = current_dispatch_mode()
+            rules = mode_rule_types(self)
+            if mode is not None and rules is not None and not isinstance(mode, rules):
+                return self._step_over_mode(kwargs)
+        return super().dispatch(dispatch_key, *args, **kwargs)
+
+    def _step_over_mode(self, kwargs: dict[str, Any]) -> Any:
+        """Run under a mode that has no rule here as if it were not there (Note [modes that do not trace])."""
+        with pop_dispatch_mode() as mode:
+            if getattr(mode, "supports_higher_order_operators", False):
+                result = mode.__torch_dispatch__(self, [], (), kwargs)
+                if result is not NotImplemented:
+                    return result
+            return self(**kwargs)
+
+
+# Note [modes that do not trace]
+# A raw launch never reaches the dispatcher, so a TorchDispatchMode that does not trace (a
+# flop counter, a profiler, a user's logging mode, selective activation checkpointing,
+# checkpoint(debug=True)) never sees it and the kernel runs. A wrapped launch does reach
+# these operators' Python key under such a mode: eagerly (the launch path skips the operator
+# only when no mode is active), and when a traced graph is replayed. Torch's HOP dispatch
+# raises NotImplementedError for a mode without a rule, and for a mode that takes every HOP
+# in __torch_dispatch__ returns whatever it answers: the flop counter answers NotImplemented,
+# which became the operator's result (the kernel skipped; a functional node's outputs a
+# NotImplemented). So a mode that has no rule here is stepped over: one that declares
+# ``supports_higher_order_operators`` is asked first (it may count or log the call, running
+# it through ``func``), and unless it answers with something else than NotImplemented the
+# operator is called again with that mode popped, exactly as if it were not there. Modes that
+# trace (ProxyTorchDispatchMode, FakeTensorMode, FunctionalTensorMode) have rules and keep
+# them, subclasses of those are left to torch's dispatch, and any mode below a stepped-over
+# one still dispatches as usual.
 
 
 # Note [no dispatch for plain tensors]
