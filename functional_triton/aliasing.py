@@ -169,6 +169,105 @@ def check_size(name: str, t: Tensor, layout: ArgLayout) -> None:
         )
 
 
+# Sizes and strides of a tensor argument as a mutation node records them (Note [traced geometry]);
+# None where the value is symbolic: the graph takes that one as an input.
+TracedGeometry = tuple[tuple[int | None, ...], tuple[int | None, ...]]
+
+
+def traced_geometry(t: Tensor) -> TracedGeometry:
+    def concrete(values: Sequence[IntLike]) -> tuple[int | None, ...]:
+        return tuple(None if isinstance(v, torch.SymInt) else int(v) for v in values)
+
+    return concrete(t.size()), concrete(t.stride())
+
+
+def check_traced_geometry(name: str, t: Tensor, geometry: TracedGeometry) -> None:
+    """Refuse a launch on sizes or strides (where they matter) other than the traced ones."""
+    sizes, strides = geometry
+    shape = t.shape
+    if len(shape) != len(sizes) or any(b is not None and a != b for a, b in zip(shape, sizes)):
+        shown = tuple("s" if b is None else b for b in sizes)
+        raise ValueError(
+            f"argument '{name}' has shape {tuple(shape)}, but the graph was traced for {shown}; "
+            "scalar arguments and the grid were fixed at trace time, so trace again for these "
+            "inputs (or trace with dynamic shapes)"
+        )
+    known = [(s, a, b) for s, a, b in zip(shape, t.stride(), strides) if b is not None]
+    if not _strides_agree([s for s, _, _ in known], [a for _, a, _ in known], [b for _, _, b in known]):
+        raise ValueError(
+            f"argument '{name}' has strides {tuple(t.stride())}, but the graph was traced for "
+            f"{tuple('s' if b is None else b for b in strides)}; stride arguments were fixed at "
+            "trace time, so trace again for these inputs (or pass a tensor laid out as traced)"
+        )
+
+
+# Note [aliasing the graph was not traced for]
+# Alias groups are fixed when the graph is traced: arguments in distinct storages then get
+# distinct groups (or none, read-only), each written group its own buffer. A graph called
+# with inputs that alias where the traced ones did not (``a is b``, overlapping views of one
+# tensor passed as two inputs) would let the kernel read values its own writes should have
+# changed, and the graph's other nodes were traced assuming no such aliasing: AOTAutograd
+# does not guard that direction. So before a launch, arguments of distinct groups (at least
+# one of them written) whose memory overlaps raise, naming them. The check is cheap: one
+# storage pointer per argument, and nothing more unless two arguments share a storage; then
+# byte ranges, and an exact byte-level test only when neither argument covers its range
+# densely (interleaved views such as ``x[::2]`` and ``x[1::2]`` are disjoint and fine).
+
+
+# Fake, functional and other subclass tensors have no memory to compare (a graph traced again).
+_REAL_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
+
+
+def _byte_range(t: Tensor) -> tuple[int, int]:
+    start = t.data_ptr()
+    return start, start + int(_extent(t.shape, t.stride())) * t.element_size()
+
+
+def _byte_offsets(t: Tensor, base: int) -> Tensor:
+    """Every byte ``t``'s elements occupy, relative to address ``base`` (rare path only)."""
+    offsets = torch.zeros((), dtype=torch.int64, device=t.device) + (t.data_ptr() - base)
+    for size, stride in zip(t.shape, t.stride()):
+        step = torch.arange(size, dtype=torch.int64, device=t.device) * (stride * t.element_size())
+        offsets = (offsets.unsqueeze(-1) + step).flatten()
+    bytes_ = torch.arange(t.element_size(), dtype=torch.int64, device=t.device)
+    return (offsets.reshape(-1, 1) + bytes_).flatten()
+
+
+def _overlap(a: Tensor, b: Tensor) -> bool:
+    """Whether two tensors of one storage share a byte."""
+    ra, rb = _byte_range(a), _byte_range(b)
+    if ra[0] >= rb[1] or rb[0] >= ra[1]:
+        return False
+    if any(r[1] - r[0] == t.numel() * t.element_size() for t, r in ((a, ra), (b, rb))):
+        return True  # one of them is dense over its range: any intersection is shared memory
+    base = min(ra[0], rb[0])
+    marks = torch.zeros(max(ra[1], rb[1]) - base, dtype=torch.bool, device=a.device)
+    marks[_byte_offsets(a, base)] = True
+    return bool(marks[_byte_offsets(b, base)].any())
+
+
+def check_untraced_aliasing(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> None:
+    """Raise if arguments of distinct alias groups, one written, overlap (Note [aliasing the graph ...])."""
+    members = [
+        (name, raw[0], t, t.untyped_storage().data_ptr())
+        for name, raw in layouts.items()
+        if type(t := kwargs[name]) in _REAL_TENSOR_TYPES and not t.is_meta and t.numel() > 0
+    ]
+    if len({m[3] for m in members}) == len(members):
+        return  # the common case: every argument in a storage of its own
+    for i, (name_a, group_a, a, storage_a) in enumerate(members):
+        for name_b, group_b, b, storage_b in members[i + 1 :]:
+            if storage_a != storage_b or group_a == group_b or group_a == group_b == -1:
+                continue
+            if _overlap(a, b):
+                raise ValueError(
+                    f"kernel arguments '{name_a}' and '{name_b}' overlap in memory, but the graph "
+                    "was traced with them in distinct storages, and the kernel may write one of "
+                    "them: the graph cannot reproduce this aliasing. Trace again with inputs that "
+                    f"alias the same way, or pass distinct tensors (e.g. a clone of '{name_b}')"
+                )
+
+
 def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
     """One buffer for a group; each member rebuilt in it with its own geometry and values."""
     spans = []

@@ -17,7 +17,14 @@ from ._compat import (
     pop_dispatch_mode,
     register_ordered_effect,
 )
-from .aliasing import rebuild_arguments, write_back
+from .aliasing import (
+    TracedGeometry,
+    check_traced_geometry,
+    check_untraced_aliasing,
+    rebuild_arguments,
+    traced_geometry,
+    write_back,
+)
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
 from .side_table import kernel_side_table
@@ -95,7 +102,7 @@ class TritonKernelWrapperMutation(_TritonKernelWrapper):
         kwargs: dict[str, Any],
     ) -> None:
         if _is_plain((), kwargs):  # Note [no dispatch for plain tensors]
-            return launch_raw(kernel_idx, constant_args_idx, grid, kwargs)
+            return launch_checked(kernel_idx, constant_args_idx, grid, kwargs)
         return super().__call__(  # type: ignore[no-any-return]
             kernel_idx=kernel_idx,
             constant_args_idx=constant_args_idx,
@@ -143,11 +150,27 @@ triton_kernel_wrapper_mutation = TritonKernelWrapperMutation()
 triton_kernel_wrapper_functional = TritonKernelWrapperFunctional()
 
 
+# Note [traced geometry]
+# A mutation node launches with the scalars (sizes, strides, numel) and the grid of the
+# launch it was traced from. Replayed on tensors of other sizes or strides (a plain make_fx
+# graph has no other guard), it would launch with stale values and raise nothing. So the
+# launch records each tensor argument's sizes and strides among its constants (under a
+# reserved key: the node's signature stays as API.md fixes it), and the mutation rule
+# compares them with the tensors it is given before launching, raising ValueError naming
+# the argument. Symbolic entries are recorded as None (the graph computes those), and only
+# strides that matter are compared (_strides_agree). The functional form checks its layouts
+# instead (rebuild_arguments), so its launch of rebuilt views skips this check.
+GEOMETRY_KEY = "__functional_triton_geometry__"
+
+
 def launch_traced(spec: LaunchSpec) -> None:
     """Record a launch as a mutation-operator call (tracing modes take it from here)."""
     grid_fn = spec.grid if callable(spec.grid) else None
     kernel_idx = kernel_side_table.add_kernel(spec.kernel, grid_fn)
-    constant_args_idx = kernel_side_table.add_constants(spec.constants)
+    geometry = tuple(
+        (name, traced_geometry(t)) for name, t in spec.tensors.items() if isinstance(t, Tensor)
+    )  # Note [traced geometry]
+    constant_args_idx = kernel_side_table.add_constants({**spec.constants, GEOMETRY_KEY: geometry})
     triton_kernel_wrapper_mutation(
         kernel_idx=kernel_idx,
         constant_args_idx=constant_args_idx,
@@ -164,13 +187,16 @@ class _LaunchPlan(NamedTuple):
     arg_names: tuple[str, ...]
     constants: dict[str, Any]
     descriptors: dict[str, Any]
+    geometry: tuple[tuple[str, TracedGeometry], ...]  # Note [traced geometry]
 
 
 def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
     kernel, grid_fn = entry
     constants = dict(constants)
     descriptors = constants.pop(DESCRIPTORS_KEY, {})
-    return _LaunchPlan(kernel, grid_fn, tuple(kernel_info(kernel).arg_names), constants, descriptors)
+    geometry = constants.pop(GEOMETRY_KEY, ())
+    arg_names = tuple(kernel_info(kernel).arg_names)
+    return _LaunchPlan(kernel, grid_fn, arg_names, constants, descriptors, geometry)
 
 
 def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
@@ -201,6 +227,15 @@ def launch_raw(
     plan.kernel.run(*args, grid=launch_grid, warmup=False, **values)
 
 
+def launch_checked(
+    kernel_idx: int, constant_args_idx: int, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]
+) -> None:
+    """``launch_raw`` after checking the tensors' sizes and strides (Note [traced geometry])."""
+    for name, geometry in launch_plan(kernel_idx, constant_args_idx).geometry:
+        check_traced_geometry(name, kwargs[name], geometry)
+    launch_raw(kernel_idx, constant_args_idx, grid, kwargs)
+
+
 @triton_kernel_wrapper_mutation.py_impl(DispatchKey.CompositeExplicitAutograd)
 def mutation_dense(
     *,
@@ -209,7 +244,7 @@ def mutation_dense(
     grid: Sequence[Any] | None,
     kwargs: dict[str, Any],
 ) -> None:
-    launch_raw(kernel_idx, constant_args_idx, grid, kwargs)
+    launch_checked(kernel_idx, constant_args_idx, grid, kwargs)
 
 
 def functional_outputs(
@@ -232,6 +267,7 @@ def functional_dense(
     tensors_to_clone: Sequence[str],
     layouts: Mapping[str, Sequence[Any]],
 ) -> dict[str, Tensor]:
+    check_untraced_aliasing(kwargs, layouts)
     new_kwargs, outputs = functional_outputs(kwargs, tensors_to_clone, layouts)
     launch_raw(kernel_idx, constant_args_idx, grid, new_kwargs)
     write_back(kwargs, new_kwargs, layouts)  # groups a reinplaced node launches in place

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..aliasing import in_place_group, rebuild_arguments, write_back
+from ..aliasing import check_untraced_aliasing, in_place_group, rebuild_arguments, write_back
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 
 aten = torch.ops.aten
@@ -63,6 +63,7 @@ def launch_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[A
     traced for, and re-strides (or, for a group launched in place, rebuilds) arguments whose
     strides differ from the traced ones; ``write_back`` then copies written members back.
     """
+    check_untraced_aliasing(kwargs, layouts)  # the pass relied on the traced aliasing too
     for name, raw in layouts.items():
         t = kwargs[name]
         if t.shape != raw[1] or t.stride() != tuple(raw[2]):  # torch.Size equals a tuple of ints
