@@ -15,13 +15,21 @@ contiguous, while the kernel was told the old strides). Arguments that share sto
 argument the kernel may write form one group (id >= 0), read-only ones included;
 every other tensor argument gets group -1. The functional operator then:
 
-1. allocates one buffer per group, as long as the storage up to the last element the
-   members reach, so that every member keeps its exact storage offset: functionalization
-   derives the metadata of later views from the replaced values, and a shifted offset
-   would make them disagree with the originals;
+1. allocates one buffer per group, covering only the bytes from the lowest to the highest
+   the members reach (an empty member counts as the point at its offset), with its start
+   rounded down to 16 bytes of the storage's numbering, so each member's pointer has the
+   alignment it has in eager (what Triton specialises on). Every member keeps its offset
+   relative to the others: the buffer's offsets are the storage's minus that start. That is
+   all functionalization needs. A replaced view of a base is regenerated from the base
+   after the update, with its true offset; a replaced base takes the buffer's offset as its
+   value's, exactly as after a torch in-place op on it (whose result starts at offset 0),
+   and views made from it later take their offsets from that value, while the base keeps
+   reporting its own; when such tensors meet in a later launch, compute_layouts takes the
+   group's geometry from the values, which agree among themselves. A 4-element tail of a
+   64 MiB tensor gets a 16-byte buffer, not 64 MiB;
 2. copies only each member's current elements into a view of that buffer with the
-   member's recorded sizes, strides and storage offset (nothing below the lowest member
-   and nothing between members is copied: the time is the members', not the storage's);
+   member's recorded sizes, strides and (rebased) storage offset (nothing between members
+   is copied; members whose elements share memory: Note [overlapping arguments]);
 3. runs the kernel on those views, so every alias sees every write in order;
 4. returns the written members' views, by argument name.
 
@@ -39,6 +47,7 @@ was not traced for, and raises instead of launching with stale sizes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -268,28 +277,76 @@ def check_untraced_aliasing(kwargs: Mapping[str, Any], layouts: Mapping[str, Seq
                 )
 
 
+def _span_bytes(t: Tensor, lay: ArgLayout) -> tuple[IntLike, IntLike]:
+    """The bytes of the storage a member reaches; an empty member is the point at its offset."""
+    isz = t.element_size()
+    start = lay.storage_offset * isz
+    return start, start + _extent(lay.size, lay.stride) * isz
+
+
 def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
-    """One buffer for a group; each member rebuilt in it with its own geometry and values."""
-    spans = []
-    for t, lay in members:
-        n = _extent(lay.size, lay.stride)
-        if n != 0:
-            isz = t.element_size()
-            spans.append((lay.storage_offset * isz, (lay.storage_offset + n) * isz))
-    # Note [alias groups], 1: the buffer starts at the storage's start, so every member keeps
-    # its exact storage offset; memory below the lowest member is allocated, never copied.
-    lo = 0
-    hi = max((b for _, b in spans), default=0)
+    """One buffer for a group, covering only what its members reach; each member rebuilt in it."""
+    spans = [_span_bytes(t, lay) for t, lay in members]
+    # Note [alias groups], 1: the buffer covers the members' extent, aligned as their storage is.
+    lo = functools.reduce(torch.sym_min, (a for a, _ in spans))
+    lo = lo - lo % _ALIGN_BYTES
+    hi = functools.reduce(torch.sym_max, (b for _, b in spans))
     hi = hi + (-hi) % _ALIGN_BYTES
-    first = members[0][0]
-    buf = torch.empty(hi - lo, dtype=torch.uint8, device=first.device)
+    buf = torch.empty(hi - lo, dtype=torch.uint8, device=members[0][0].device)
     views = []
     for t, lay in members:
         isz = t.element_size()
         view = buf.view(t.dtype).as_strided(lay.size, lay.stride, (lay.storage_offset * isz - lo) // isz)
-        view.copy_(t)
+        copy_into(view, t)
         views.append(view)
     return views
+
+
+def surely_no_overlap(size: Sequence[IntLike], stride: Sequence[IntLike]) -> bool:
+    """True when no two elements of a view share memory (False: they may)."""
+    reach: IntLike = 1
+    for s, st in sorted(((s, st) for s, st in zip(size, stride) if s != 1), key=lambda p: p[1]):
+        if s == 0:
+            return True
+        if st < reach:
+            return False
+        reach = reach + (s - 1) * st
+    return True
+
+
+def _scatter_copy(dst: Tensor, src: Tensor) -> None:
+    """``dst.copy_(src)`` for a ``dst`` whose elements share memory: one write per element."""
+    storage = dst.as_strided((dst.untyped_storage().nbytes() // dst.element_size(),), (1,), 0)
+    offsets = torch.full((), int(dst.storage_offset()), dtype=torch.int64, device=dst.device)
+    for size, stride in zip(dst.shape, dst.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, device=dst.device) * stride
+    storage.index_put_((offsets.reshape(-1),), src.expand(dst.shape).reshape(-1).to(dst.dtype))
+
+
+# Note [overlapping arguments]
+# A kernel argument may have elements that share memory: a stride of 0 (``b.expand(4, 8)``,
+# broadcasting) or overlapping strides (``as_strided``). A raw launch writes that memory as
+# is. Rebuilding such an argument in a group's buffer (or copying a rebuilt one back) with
+# ``copy_`` fails in torch ("more than one element of the written-to tensor refers to a
+# single memory location"). Elements that share memory hold one value, so one write per
+# memory location suffices: dimensions of stride 0 are narrowed to their first index, and
+# what still may overlap is written element by element through the storage (index_put_;
+# which duplicate lands is irrelevant, they are equal). How functionalization carries such a
+# write back to the tensor the view broadcasts is Note [written broadcast views].
+
+
+def copy_into(dst: Tensor, src: Tensor) -> None:
+    """``dst.copy_(src)``, also where elements of ``dst`` share memory (Note [overlapping arguments])."""
+    if surely_no_overlap(dst.shape, dst.stride()):
+        dst.copy_(src)
+        return
+    for dim, (size, stride) in enumerate(zip(dst.shape, dst.stride())):
+        if stride == 0 and size > 1:  # every index of this dimension is the same memory
+            dst, src = dst.narrow(dim, 0, 1), src.narrow(dim, 0, 1)
+    if surely_no_overlap(dst.shape, dst.stride()):
+        dst.copy_(src)
+    else:
+        _scatter_copy(dst, src)
 
 
 def _strides_match(t: Tensor, lay: ArgLayout) -> bool:
@@ -356,4 +413,4 @@ def write_back(
         return
     for name, raw in layouts.items():
         if raw[0] <= -2 and launched[name] is not kwargs[name]:
-            kwargs[name].copy_(launched[name])
+            copy_into(kwargs[name], launched[name])

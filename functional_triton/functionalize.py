@@ -20,7 +20,7 @@ from torch.fx.experimental.proxy_tensor import (
     track_tensor_tree,
 )
 
-from .aliasing import compute_layouts, geometry_of
+from .aliasing import compute_layouts, geometry_of, surely_no_overlap
 from .descriptors import with_descriptors
 from .hops import KEEP_ALIVE, launch_plan, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import kernel_info
@@ -266,10 +266,78 @@ def mutation_functionalize(
         if id(original) in done:  # the same tensor passed twice: one update suffices
             continue
         done.add(id(original))
-        ctx.replace(original, outputs[name])
-        ctx.mark_mutation_hidden_from_autograd(original)
-        ctx.commit_update(original)
-        ctx.sync(original)
+        target, value = original, outputs[name]
+        if broadcast_dims(seen[name][0], seen[name][1]):  # Note [written broadcast views]
+            target, value = _broadcast_write(ctx, name, original, unwrapped[name], value)
+        ctx.replace(target, value)
+        ctx.mark_mutation_hidden_from_autograd(target)
+        ctx.commit_update(target)
+        ctx.sync(target)
+        if target is not original:
+            ctx.sync(original)
+
+
+# Note [written broadcast views]
+# A kernel may write a view with a stride of 0 in a dimension longer than 1 (``b.expand(4, 8)``):
+# every index of that dimension is the same memory, so in eager the last write wins, and the
+# base ``b`` holds it. The functional operator reproduces that in its buffer (copy_into), but
+# committing the new value through the view would be wrong: functionalization inverts
+# ``expand`` as a gradient would, adding up the changes of every broadcast copy (``b + 4 * (new
+# - b)``), and even with the other copies unchanged ``b + (new - b)`` is not bit-exact. So the
+# base is updated instead: the view's new elements, one per broadcast dimension, are scattered
+# into the base's value (``as_strided_scatter``, exact), the base is replaced and committed, and
+# the view is synced from it. Under AOTAutograd (FunctionalTensorMode) the view's base is its
+# ``_base``. torch.func.functionalize's tensors carry no base, and a view that overlaps itself
+# in other ways (``as_strided`` with overlapping strides) cannot be scattered: those raise.
+
+
+def _is_graph_input(ctx: Any, inner: Tensor) -> bool:
+    mode = get_proxy_mode()
+    node = _traced_node(mode, inner) if mode is not None else None
+    return node is not None and node.op == "placeholder"
+
+
+def broadcast_dims(size: Sequence[Any], stride: Sequence[Any]) -> list[int]:
+    """Dimensions longer than 1 with stride 0: every index is the same memory."""
+    return [d for d, (n, st) in enumerate(zip(size, stride)) if st == 0 and n != 1]
+
+
+def _broadcast_write(
+    ctx: Any, name: str, original: Tensor, inner: Tensor, new: Tensor
+) -> tuple[Tensor, Tensor]:
+    """What to replace, and with what, for a written broadcast view (Note [written broadcast views])."""
+    aot = getattr(ctx, "mode", None) is not None  # FunctionalTensorMode: tensors know their base
+    base = original._base if aot else None
+    shown = f"shape {tuple(original.shape)}, strides {tuple(original.stride())}"
+    if base is None and aot and not _is_graph_input(ctx, inner):
+        return original, new  # not a view: its own value is the overlapping one
+    if base is None and aot:
+        raise NotImplementedError(
+            f"argument '{name}' is a graph input that the kernel writes and that has a stride of 0 in "
+            f"a dimension longer than 1 ({shown}); AOTAutograd copies a written input back with copy_, "
+            "which torch refuses for a tensor whose elements share memory. Pass the tensor it "
+            "broadcasts and expand it inside the traced function"
+        )
+    if base is None:
+        raise NotImplementedError(
+            f"argument '{name}' is written and has a stride of 0 in a dimension longer than 1 (a "
+            f"broadcast view such as b.expand(...), {shown}); torch.func.functionalize cannot carry "
+            "that write back to the tensor it views exactly. Use aot_function / aot_module, or pass "
+            "the base tensor itself and a stride of 0 as the kernel's stride argument"
+        )
+    dims = broadcast_dims(inner.shape, inner.stride())
+    for d in dims:
+        new = new.narrow(d, 0, 1)
+    size = [1 if d in dims else n for d, n in enumerate(inner.shape)]
+    base_inner = ctx.unwrap_tensors(base)
+    if base_inner.dtype != inner.dtype or not surely_no_overlap(size, inner.stride()):
+        raise NotImplementedError(
+            f"argument '{name}' is written and its elements overlap in memory ({shown}) in a way "
+            "that cannot be carried back to the tensor it views; pass that tensor itself"
+        )
+    with ctx.redispatch_to_next():
+        value = torch.as_strided_scatter(base_inner, new, size, inner.stride(), inner.storage_offset())
+    return base, value
 
 
 @triton_kernel_wrapper_functional.py_functionalize_impl
