@@ -59,6 +59,8 @@ IntLike = int | torch.SymInt
 LayoutTuple = tuple[int, tuple[IntLike, ...], tuple[IntLike, ...], IntLike]
 
 _ALIGN_BYTES = 16
+# Sentinel padding on each side of a buffer under FUNCTIONAL_TRITON_CHECK_BOUNDS=1 (bounds.py).
+PAD_BYTES = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +234,7 @@ def _byte_range(t: Tensor) -> tuple[int, int]:
     return start, start + int(_extent(t.shape, t.stride())) * t.element_size()
 
 
-def _byte_offsets(t: Tensor, base: int) -> Tensor:
+def byte_offsets(t: Tensor, base: int) -> Tensor:
     """Every byte ``t``'s elements occupy, relative to address ``base`` (rare path only)."""
     offsets = torch.zeros((), dtype=torch.int64, device=t.device) + (t.data_ptr() - base)
     for size, stride in zip(t.shape, t.stride()):
@@ -251,8 +253,8 @@ def _overlap(a: Tensor, b: Tensor) -> bool:
         return True  # one of them is dense over its range: any intersection is shared memory
     base = min(ra[0], rb[0])
     marks = torch.zeros(max(ra[1], rb[1]) - base, dtype=torch.bool, device=a.device)
-    marks[_byte_offsets(a, base)] = True
-    return bool(marks[_byte_offsets(b, base)].any())
+    marks[byte_offsets(a, base)] = True
+    return bool(marks[byte_offsets(b, base)].any())
 
 
 def check_untraced_aliasing(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> None:
@@ -284,15 +286,24 @@ def _span_bytes(t: Tensor, lay: ArgLayout) -> tuple[IntLike, IntLike]:
     return start, start + _extent(lay.size, lay.stride) * isz
 
 
-def _group_views(members: list[tuple[Tensor, ArgLayout]]) -> list[Tensor]:
-    """One buffer for a group, covering only what its members reach; each member rebuilt in it."""
+def _group_views(members: list[tuple[Tensor, ArgLayout]], fill: int | None = None) -> list[Tensor]:
+    """One buffer for a group, covering only what its members reach; each member rebuilt in it.
+
+    ``fill``: a byte to fill the buffer with, and pad it with on both sides, before the members
+    are copied in (the bounds check of bounds.py; None: uninitialised and unpadded).
+    """
     spans = [_span_bytes(t, lay) for t, lay in members]
     # Note [alias groups], 1: the buffer covers the members' extent, aligned as their storage is.
+    pad = 0 if fill is None else PAD_BYTES
     lo = functools.reduce(torch.sym_min, (a for a, _ in spans))
-    lo = lo - lo % _ALIGN_BYTES
+    lo = lo - lo % _ALIGN_BYTES - pad
     hi = functools.reduce(torch.sym_max, (b for _, b in spans))
-    hi = hi + (-hi) % _ALIGN_BYTES
-    buf = torch.empty(hi - lo, dtype=torch.uint8, device=members[0][0].device)
+    hi = hi + (-hi) % _ALIGN_BYTES + pad
+    device = members[0][0].device
+    if fill is None:
+        buf = torch.empty(hi - lo, dtype=torch.uint8, device=device)
+    else:
+        buf = torch.full((hi - lo,), fill, dtype=torch.uint8, device=device)
     views = []
     for t, lay in members:
         isz = t.element_size()
@@ -380,11 +391,14 @@ def in_place_group(group: int) -> int:
 # functionalization scatters an alias's update into a view), and the trace would record the
 # fake buffer as a graph constant ("Unexpected fake buffer _tensor_constant0").
 @torch.no_grad()
-def rebuild_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+def rebuild_arguments(
+    kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]], fills: Mapping[int, int] | None = None
+) -> dict[str, Any]:
     """The kernel's arguments with every cloned alias group moved into its own fresh buffer.
 
     Lone arguments are re-strided where needed; groups launched in place stay themselves
-    when their strides match the recorded ones (see ``in_place_group``).
+    when their strides match the recorded ones (see ``in_place_group``). ``fills``: the
+    sentinel byte of each cloned group's padded buffer (bounds.py), for groups it names.
     """
     new_kwargs = dict(kwargs)
     groups: dict[int, list[str]] = {}
@@ -399,7 +413,8 @@ def rebuild_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[
         members = [(kwargs[n], ArgLayout.from_tuple(layouts[n])) for n in names]
         if group <= -2 and all(_strides_match(t, lay) for t, lay in members):
             continue
-        for name, view in zip(names, _group_views(members)):
+        fill = fills.get(group) if fills is not None else None
+        for name, view in zip(names, _group_views(members, fill)):
             new_kwargs[name] = view
     return new_kwargs
 

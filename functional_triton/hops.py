@@ -25,6 +25,7 @@ from .aliasing import (
     traced_geometry,
     write_back,
 )
+from .bounds import checking_bounds, launch_checked_bounds
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
 from .side_table import kernel_side_table
@@ -268,8 +269,19 @@ def functional_dense(
     layouts: Mapping[str, Sequence[Any]],
 ) -> dict[str, Tensor]:
     check_untraced_aliasing(kwargs, layouts)
-    new_kwargs, outputs = functional_outputs(kwargs, tensors_to_clone, layouts)
-    launch_raw(kernel_idx, constant_args_idx, grid, new_kwargs)
+    if checking_bounds():  # Note [kernels stay within their arguments]
+        name = kernel_info(launch_plan(kernel_idx, constant_args_idx).kernel).name
+        new_kwargs = launch_checked_bounds(
+            lambda args: launch_raw(kernel_idx, constant_args_idx, grid, args),
+            name,
+            kwargs,
+            layouts,
+            tensors_to_clone,
+        )
+        outputs = {n: new_kwargs[n] for n in tensors_to_clone}
+    else:
+        new_kwargs, outputs = functional_outputs(kwargs, tensors_to_clone, layouts)
+        launch_raw(kernel_idx, constant_args_idx, grid, new_kwargs)
     write_back(kwargs, new_kwargs, layouts)  # groups a reinplaced node launches in place
     return outputs
 
