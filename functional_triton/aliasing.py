@@ -196,6 +196,8 @@ def check_traced_geometry(name: str, t: Tensor, geometry: TracedGeometry) -> Non
     """Refuse a launch on sizes or strides (where they matter) other than the traced ones."""
     sizes, strides = geometry
     shape = t.shape
+    if shape == sizes and t.stride() == strides:  # the common case, all concrete (torch.Size == tuple)
+        return
     if len(shape) != len(sizes) or any(b is not None and a != b for a, b in zip(shape, sizes)):
         shown = tuple("s" if b is None else b for b in sizes)
         raise ValueError(
@@ -342,12 +344,16 @@ def _scatter_copy(dst: Tensor, src: Tensor) -> None:
 # single memory location"). Elements that share memory hold one value, so one write per
 # memory location suffices: dimensions of stride 0 are narrowed to their first index, and
 # what still may overlap is written element by element through the storage (index_put_;
-# which duplicate lands is irrelevant, they are equal). How functionalization carries such a
+# which duplicate lands is irrelevant, they are equal). Symbolic geometry is copied as it is:
+# deciding overlap would guard on the symbols. How functionalization carries such a
 # write back to the tensor the view broadcasts is Note [written broadcast views].
 
 
 def copy_into(dst: Tensor, src: Tensor) -> None:
     """``dst.copy_(src)``, also where elements of ``dst`` share memory (Note [overlapping arguments])."""
+    if any(isinstance(v, torch.SymInt) for v in (*dst.shape, *dst.stride())):
+        dst.copy_(src)  # symbolic: no guards for this (torch cannot tell overlap there either)
+        return
     if surely_no_overlap(dst.shape, dst.stride()):
         dst.copy_(src)
         return

@@ -291,15 +291,23 @@ def mutation_functionalize(
 # in other ways (``as_strided`` with overlapping strides) cannot be scattered: those raise.
 
 
-def _is_graph_input(ctx: Any, inner: Tensor) -> bool:
+def _is_graph_input(inner: Tensor) -> bool:
     mode = get_proxy_mode()
     node = _traced_node(mode, inner) if mode is not None else None
     return node is not None and node.op == "placeholder"
 
 
 def broadcast_dims(size: Sequence[Any], stride: Sequence[Any]) -> list[int]:
-    """Dimensions longer than 1 with stride 0: every index is the same memory."""
-    return [d for d, (n, st) in enumerate(zip(size, stride)) if st == 0 and n != 1]
+    """Dimensions of stride 0 not known to have size 1: every index is the same memory.
+
+    Only a literal 0 stride counts, and a symbolic size is taken as possibly longer than 1:
+    comparing symbols would add guards (or fail, for unbacked sizes).
+    """
+    return [
+        d
+        for d, (n, st) in enumerate(zip(size, stride))
+        if type(st) is int and st == 0 and not (type(n) is int and n == 1)
+    ]
 
 
 def _broadcast_write(
@@ -309,7 +317,7 @@ def _broadcast_write(
     aot = getattr(ctx, "mode", None) is not None  # FunctionalTensorMode: tensors know their base
     base = original._base if aot else None
     shown = f"shape {tuple(original.shape)}, strides {tuple(original.stride())}"
-    if base is None and aot and not _is_graph_input(ctx, inner):
+    if base is None and aot and not _is_graph_input(inner):
         return original, new  # not a view: its own value is the overlapping one
     if base is None and aot:
         raise NotImplementedError(

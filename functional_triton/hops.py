@@ -233,7 +233,9 @@ def launch_checked(
 ) -> None:
     """``launch_raw`` after checking the tensors' sizes and strides (Note [traced geometry])."""
     for name, geometry in launch_plan(kernel_idx, constant_args_idx).geometry:
-        check_traced_geometry(name, kwargs[name], geometry)
+        t = kwargs.get(name)
+        if isinstance(t, Tensor):
+            check_traced_geometry(name, t, geometry)
     launch_raw(kernel_idx, constant_args_idx, grid, kwargs)
 
 
