@@ -126,8 +126,9 @@ def fx_sees_side_effect(op: Any) -> bool:
 def current_dispatch_mode() -> Any:
     """The TorchDispatchMode a dispatch at the Python key would run next, or None.
 
-    torch 2.13 and 2.11: ``torch.utils._python_dispatch._get_current_dispatch_mode`` (what
-    ``HigherOrderOperator.dispatch`` itself consults at ``DispatchKey.Python``).
+    Checked on torch 2.13: ``torch.utils._python_dispatch._get_current_dispatch_mode`` (what
+    ``HigherOrderOperator.dispatch`` itself consults at ``DispatchKey.Python``; torch 2.11 is
+    expected to have it, as older releases do, and is checked by the GPU machine's run).
     """
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
@@ -137,7 +138,8 @@ def current_dispatch_mode() -> Any:
 def pop_dispatch_mode() -> Any:
     """A context manager that pops the current dispatch mode (yielding it) and pushes it back after.
 
-    torch 2.13 and 2.11: ``torch.utils._python_dispatch._pop_mode_temporarily``.
+    Checked on torch 2.13: ``torch.utils._python_dispatch._pop_mode_temporarily`` (also what
+    ``HigherOrderOperator.dispatch`` uses).
     """
     from torch.utils._python_dispatch import _pop_mode_temporarily
 
@@ -147,8 +149,9 @@ def pop_dispatch_mode() -> Any:
 def mode_rule_types(op: Any) -> tuple[type, ...] | None:
     """The mode types ``op`` has a Python-key rule for (``py_impl(ModeType)``, functionalization).
 
-    torch 2.13 and 2.11: ``HigherOrderOperator.python_key_table`` maps them to their rules. None
-    if a version lacks it: every mode is then left to torch's own dispatch.
+    Checked on torch 2.13: ``HigherOrderOperator.python_key_table`` maps them to their rules. None
+    if a version lacks it: every mode is then left to torch's own dispatch (the behaviour before
+    Note [modes that do not trace]).
     """
     table = getattr(op, "python_key_table", None)
     return tuple(k for k in table if isinstance(k, type)) if isinstance(table, dict) else None
