@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+import functional_triton as ft
 from tests import kernels as K
 from tests.harness import ALIASING_MODES, check_matches_eager
 
@@ -115,3 +116,23 @@ def test_kernels_within_their_arguments_pass_the_check_and_match_eager(check_bou
     prog, inputs = _within_bounds_programs()[name]
     modes = ("aot_function", "aot_module") if name == "broadcast" else ALIASING_MODES
     check_matches_eager(prog, inputs, modes=modes)
+
+
+def test_a_launch_that_also_writes_in_place_runs_once(check_bounds: None) -> None:
+    """A partly reinplaced node writes one group in place: the check must not launch it twice."""
+    from functional_triton.aliasing import in_place_group
+    from functional_triton.side_table import kernel_side_table
+
+    x, y = torch.arange(8.0), torch.arange(8.0)
+    layouts = {"x_ptr": (in_place_group(0), (8,), (1,), 0), "y_ptr": (1, (8,), (1,), 0)}
+    out = ft.triton_kernel_wrapper_functional(
+        kernel_idx=kernel_side_table.add_kernel(K.two_writes, None),
+        constant_args_idx=kernel_side_table.add_constants({"n": 8, "BLOCK": 8}),
+        grid=(1,),
+        kwargs={"x_ptr": x, "y_ptr": y},
+        tensors_to_clone=["y_ptr"],
+        layouts=layouts,
+    )
+    torch.testing.assert_close(x, torch.arange(8.0) + 1, rtol=0, atol=0)  # once, in place
+    torch.testing.assert_close(out["y_ptr"], torch.arange(8.0) * 2, rtol=0, atol=0)
+    torch.testing.assert_close(y, torch.arange(8.0), rtol=0, atol=0)
