@@ -28,7 +28,10 @@ def _functional(
     written: list[str],
     grid: tuple[int] = (1,),
 ) -> Any:
-    layouts = {n: (0, tuple(t.shape), tuple(t.stride()), t.storage_offset()) for n, t in kwargs.items()}
+    layouts = {
+        n: (0 if n in written else -1, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        for n, t in kwargs.items()
+    }
     return ft.triton_kernel_wrapper_functional(
         kernel_idx=kernel_side_table.add_kernel(kernel, None),
         constant_args_idx=kernel_side_table.add_constants(constants),
@@ -103,8 +106,13 @@ def test_empty_member_far_below_the_written_one() -> None:
 # --- arguments whose elements share memory ---------------------------------------------------------------
 
 
-def _scale_rows(wrap: Any, x: torch.Tensor) -> None:
-    wrap(K.scale_inplace_2d)[(x.shape[0],)](x, x.shape[0], x.shape[1], x.stride(0), x.stride(1), BLOCK=8)
+def _write_rows(wrap: Any, x: torch.Tensor) -> None:
+    """x[r, c] = x[r, c] + 1 read from a copy: every write to one location writes one value.
+
+    (Deterministic on a GPU too, where the programs writing one location run in any order.)
+    """
+    src = x.clone()
+    wrap(K.copy_2d)[(x.shape[0],)](src, x, x.shape[1], *src.stride(), *x.stride(), BLOCK=8)
 
 
 # Modes in which a write through a broadcast view is carried back to the tensor it views.
@@ -122,7 +130,7 @@ BROADCAST_MODES = (*AOT_MODES, "make_fx")
 def test_written_broadcast_view_of_an_input_matches_eager(view: Any) -> None:
     def prog(wrap, b):
         x = view(b)
-        _scale_rows(wrap, x)
+        _write_rows(wrap, x)
         return b, x * 1
 
     check_matches_eager(prog, lambda: (torch.arange(8.0) - 2.5,), modes=BROADCAST_MODES)
@@ -130,7 +138,7 @@ def test_written_broadcast_view_of_an_input_matches_eager(view: Any) -> None:
 
 def test_written_broadcast_view_of_a_view_with_an_offset_matches_eager() -> None:
     def prog(wrap, big):
-        _scale_rows(wrap, big[2:10].expand(4, 8))
+        _write_rows(wrap, big[2:10].expand(4, 8))
         return (big,)
 
     check_matches_eager(prog, lambda: (torch.arange(12.0),), modes=BROADCAST_MODES)
@@ -142,7 +150,7 @@ def test_written_broadcast_view_of_a_view_with_an_offset_matches_eager() -> None
 def test_written_broadcast_view_of_an_intermediate_matches_eager() -> None:
     def prog(wrap, a):
         b = a * 2
-        _scale_rows(wrap, b[1].expand(4, 8))
+        _write_rows(wrap, b[1].expand(4, 8))
         return b, b.sum()
 
     check_matches_eager(prog, lambda: (torch.arange(16.0).reshape(2, 8),), modes=BROADCAST_MODES)
@@ -150,11 +158,11 @@ def test_written_broadcast_view_of_an_intermediate_matches_eager() -> None:
 
 def test_written_broadcast_graph_input_raises_naming_the_argument() -> None:
     def prog(wrap, x):
-        _scale_rows(wrap, x)
+        _write_rows(wrap, x)
         return (x,)
 
     with pytest.raises(
-        NotImplementedError, match=r"argument 'x_ptr' is a graph input that the kernel writes"
+        NotImplementedError, match=r"argument 'dst_ptr' is a graph input that the kernel writes"
     ):
         check_matches_eager(prog, lambda: (torch.arange(8.0).expand(4, 8),), modes=("aot_function",))
 
@@ -162,10 +170,10 @@ def test_written_broadcast_graph_input_raises_naming_the_argument() -> None:
 @pytest.mark.parametrize("mode", ["functionalize", "symbolic"])
 def test_written_broadcast_view_under_torch_func_functionalize_raises_naming_the_argument(mode: str) -> None:
     def prog(wrap, b):
-        _scale_rows(wrap, b.expand(4, 8))
+        _write_rows(wrap, b.expand(4, 8))
         return (b,)
 
-    with pytest.raises(NotImplementedError, match=r"argument 'x_ptr' is written and has a stride of 0"):
+    with pytest.raises(NotImplementedError, match=r"argument 'dst_ptr' is written and has a stride of 0"):
         check_matches_eager(prog, lambda: (torch.arange(8.0),), modes=(mode,))
 
 
@@ -183,24 +191,19 @@ def test_read_only_broadcast_argument_matches_eager() -> None:
 def test_functional_dense_rebuilds_an_overlapping_as_strided_argument() -> None:
     """Overlapping strides that are not 0: rebuilt element by element (Note [overlapping arguments])."""
     eager = torch.arange(16.0)
-    K.scale_inplace_2d[(3,)](eager.as_strided((3, 4), (2, 1)), 3, 4, 2, 1, BLOCK=4)
+    src = eager.as_strided((3, 4), (2, 1)).clone()
+    K.copy_2d[(3,)](src, eager.as_strided((3, 4), (2, 1)), 4, 4, 1, 2, 1, BLOCK=4)
     base = torch.arange(16.0)
     x = base.as_strided((3, 4), (2, 1))
-    out = _functional(
-        K.scale_inplace_2d,
-        {"rows": 3, "cols": 4, "stride_r": 2, "stride_c": 1, "BLOCK": 4},
-        {"x_ptr": x},
-        ["x_ptr"],
-        grid=(3,),
-    )["x_ptr"]
+    constants = {"cols": 4, "s_r": 4, "s_c": 1, "d_r": 2, "d_c": 1, "BLOCK": 4}
+    out = _functional(K.copy_2d, constants, {"src_ptr": src, "dst_ptr": x}, ["dst_ptr"], grid=(3,))["dst_ptr"]
     torch.testing.assert_close(out, eager.as_strided((3, 4), (2, 1)), rtol=0, atol=0)
     torch.testing.assert_close(base, torch.arange(16.0), rtol=0, atol=0)
 
 
 def test_written_overlapping_as_strided_view_matches_eager() -> None:
     def prog(wrap, base):
-        x = base.as_strided((3, 4), (2, 1))
-        wrap(K.scale_inplace_2d)[(3,)](x, 3, 4, 2, 1, BLOCK=4)
+        _write_rows(wrap, base.as_strided((3, 4), (2, 1)))
         return (base,)
 
     check_matches_eager(prog, lambda: (torch.arange(16.0),), modes=ALIASING_MODES)

@@ -101,7 +101,8 @@ def _within_bounds_programs() -> dict[str, tuple[Any, Any]]:
 
     def broadcast(wrap: Any, b: torch.Tensor) -> tuple[torch.Tensor]:
         x = b.expand(4, 8)
-        wrap(K.scale_inplace_2d)[(4,)](x, 4, 8, *x.stride(), BLOCK=8)
+        src = x.clone()  # every program writes the same values: deterministic on a GPU too
+        wrap(K.copy_2d)[(4,)](src, x, 8, *src.stride(), *x.stride(), BLOCK=8)
         return (b,)
 
     return {
