@@ -28,8 +28,8 @@ def prog(wrap: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return GeluTanh.apply(x, wrap, "grad_out") + w
 
 
-def _grads_by_autograd_grad(call: Any) -> dict[str, Any]:
-    x, w = leaves("cpu")()
+def _grads_by_autograd_grad(call: Any, device: str) -> dict[str, Any]:
+    x, w = leaves(device)()
     out = call(x, w)
     g = (torch.arange(out.numel(), dtype=out.dtype) % 5 + 1).reshape(out.shape)
     grads = torch.autograd.grad(out, (x, w), grad_outputs=g)
@@ -42,11 +42,16 @@ def _grads_by_autograd_grad(call: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("compiler", ["nop", "reinplace"])
-def test_gradient_written_in_backward_matches_eager_autograd_grad(compiler: str) -> None:
+def test_gradient_written_in_backward_matches_eager_autograd_grad(device: str, compiler: str) -> None:
     fw_bw = nop if compiler == "nop" else ft.reinplace_compiler
     compiled = aot_function(functools.partial(prog, ft.wrap_triton), fw_compiler=fw_bw, bw_compiler=fw_bw)
-    expected = _grads_by_autograd_grad(functools.partial(prog, raw))
-    compare(_grads_by_autograd_grad(compiled), expected, f"autograd.grad ({compiler})", check_aliases=False)
+    expected = _grads_by_autograd_grad(functools.partial(prog, raw), device)
+    compare(
+        _grads_by_autograd_grad(compiled, device),
+        expected,
+        f"autograd.grad ({compiler})",
+        check_aliases=False,
+    )
 
 
 @pytest.mark.xfail(
@@ -55,8 +60,8 @@ def test_gradient_written_in_backward_matches_eager_autograd_grad(compiler: str)
     "gradient by reference; .backward() copies it before the kernel writes it (pytorch#81417)",
 )
 @pytest.mark.parametrize("mode", AOT_MODES)
-def test_gradient_written_in_backward_matches_eager_backward(mode: str) -> None:
-    check_matches_eager(prog, leaves("cpu"), modes=(mode,), no_grad=(False,))
+def test_gradient_written_in_backward_matches_eager_backward(device: str, mode: str) -> None:
+    check_matches_eager(prog, leaves(device), modes=(mode,), no_grad=(False,))
 
 
 def test_torch_in_place_op_on_the_gradient_behaves_alike() -> None:
