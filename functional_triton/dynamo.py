@@ -56,6 +56,7 @@ from typing import Any, NoReturn
 
 from .descriptors import descriptor_type, is_descriptor, rebuild
 from .hops import triton_kernel_wrapper_mutation
+from .inductor import register as register_inductor_lowering
 from .kernel import (
     LaunchSpec,
     TritonKernel,
@@ -202,6 +203,7 @@ def _evaluate_grid(values: _Values, grid: Any, bound: dict[str, Any]) -> tuple[A
 
 
 def _emit(tx: Any, values: _Values, spec: LaunchSpec) -> None:
+    register_inductor_lowering()  # before any backend sees the graph (Note [Inductor lowering])
     grid_fn = spec.grid if callable(spec.grid) else None
     kernel_idx = kernel_side_table.add_kernel(spec.kernel, grid_fn)
     constant_args_idx = kernel_side_table.add_constants(spec.constants)
@@ -415,3 +417,35 @@ def register() -> bool:
 
 REGISTERED = register()
 
+
+
+# Note [functional_triton backend]
+# ``torch.compile(f, backend="functional_triton")``: AOTAutograd with ``reinplace_compiler``
+# for the forward, backward and inference graphs, and graph-input mutations kept in the
+# inference graph, so the pass can launch in place on them too (Note [reinplacing]). The
+# graph then runs as is (no Inductor: its lowering cannot take the in-place launches'
+# argument checks). Registered under that name when Dynamo has a registry.
+def functional_triton_backend(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+    """The ``"functional_triton"`` torch.compile backend (Note [functional_triton backend])."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    from .passes.reinplace import reinplace_compiler
+
+    backend = aot_autograd(
+        fw_compiler=reinplace_compiler,
+        bw_compiler=reinplace_compiler,
+        inference_compiler=reinplace_compiler,
+        keep_inference_input_mutations=True,
+    )
+    return backend(gm, example_inputs, **kwargs)
+
+
+def _register_backend() -> None:
+    from torch._dynamo import list_backends, register_backend
+
+    if "functional_triton" not in list_backends(exclude_tags=()):
+        register_backend(name="functional_triton")(functional_triton_backend)
+
+
+if REGISTERED:
+    _register_backend()
