@@ -134,10 +134,14 @@ class _Values:
         self.proxies[id(value)] = proxy
         return value
 
-    def value(self, name: str, vt: Any) -> Any:
+    def value(self, name: str, vt: Any, constexpr: bool = False) -> Any:
         vt = vt.realize() if hasattr(vt, "realize") else vt
         if vt.is_python_constant():
             return vt.as_python_constant()
+        if constexpr and vt.is_symnode_like() and hasattr(vt, "evaluate_expr"):
+            # A constexpr is compiled into the kernel: specialise it, with a guard, so that
+            # another value recompiles instead of launching the kernel built for this one.
+            return vt.evaluate_expr()
         if vt.is_tensor() or vt.is_symnode_like():
             return self.traced(vt)
         descriptor = self.descriptor(vt)
@@ -228,8 +232,10 @@ def _launch(tx: Any, wrapper: TritonKernel, grid: Any, args: Sequence[Any], kwar
     info = wrapper.info
     values = _Values(tx)
     try:
-        py_args = [values.value(n, a) for n, a in zip(info.arg_names + ("*",) * len(args), args)]
-        py_kwargs = {k: values.value(k, v) for k, v in kwargs.items()}
+        constexprs = info.constexpr_names
+        names = info.arg_names + ("*",) * len(args)
+        py_args = [values.value(n, a, n in constexprs) for n, a in zip(names, args)]
+        py_kwargs = {k: values.value(k, v, k in constexprs) for k, v in kwargs.items()}
         bound_vts = _bound_variables(info.arg_names, args, kwargs)
         if isinstance(grid, VariableTracker):
             grid = _grid_value(values, wrapper, grid, bound_vts)

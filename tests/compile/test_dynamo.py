@@ -15,10 +15,6 @@ TensorDescriptor = pytest.importorskip("triton.tools.tensor_descriptor").TensorD
 
 N = 40
 
-pytestmark = pytest.mark.filterwarnings(
-    # torch 2.13's Dynamo instantiates autograd.Function classes itself (a pure-torch Function too).
-    "ignore:<class 'torch.autograd.function.Function'> should not be instantiated:DeprecationWarning"
-)
 
 
 def two_launches(wrap, x, y):

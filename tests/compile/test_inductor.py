@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import re
 
-import pytest
 import torch
 import triton
 from torch._dynamo.backends.common import aot_autograd
@@ -18,14 +17,6 @@ from tests.harness import raw, run_once
 
 N = 40
 
-pytestmark = [
-    # torch 2.13's Dynamo instantiates autograd.Function classes itself (a pure-torch Function too).
-    pytest.mark.filterwarnings(
-        "ignore:<class 'torch.autograd.function.Function'> should not be instantiated:DeprecationWarning"
-    ),
-    # torch 2.13's Inductor touches torch.jit.script_method while compiling.
-    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
-]
 
 
 def in_and_out_of_place(wrap, x, y):
