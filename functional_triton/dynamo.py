@@ -54,6 +54,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+import torch
+
 from .descriptors import descriptor_type, is_descriptor, rebuild
 from .hops import triton_kernel_wrapper_mutation
 from .inductor import register as register_inductor_lowering
@@ -65,7 +67,7 @@ from .kernel import (
     make_launch_spec,
     wrap_triton,
 )
-from .side_table import kernel_side_table
+from .portable import node_indices
 
 log = logging.getLogger(__name__)
 
@@ -178,11 +180,14 @@ class _Values:
 def _grid_value(values: _Values, wrapper: TritonKernel, grid: Any, bound: dict[str, Any]) -> Any:
     """A grid as the launch path takes it: a constant, a tuple with SymInts, or a callable."""
     grid = grid.realize() if hasattr(grid, "realize") else grid
-    if grid.is_python_constant():
+    exporting = torch.compiler.is_exporting() and not wrapper.info.provided_names
+    if grid.is_python_constant() and not (exporting and callable(grid.as_python_constant())):
         return grid.as_python_constant()
     items = getattr(grid, "items", None)
     if isinstance(items, list):  # a tuple/list variable with traced entries
         return tuple(values.value(f"grid[{i}]", item) for i, item in enumerate(items))
+    if grid.is_python_constant():  # exporting: a callable needs a portable reference, a tuple none
+        return _evaluate_grid(values, grid, bound)
     if wrapper.info.provided_names:
         raise _NotCaptured(
             "its grid callable closes over traced values and autotune configs or heuristics feed its meta"
@@ -209,8 +214,7 @@ def _evaluate_grid(values: _Values, grid: Any, bound: dict[str, Any]) -> tuple[A
 def _emit(tx: Any, values: _Values, spec: LaunchSpec) -> None:
     register_inductor_lowering()  # before any backend sees the graph (Note [Inductor lowering])
     grid_fn = spec.grid if callable(spec.grid) else None
-    kernel_idx = kernel_side_table.add_kernel(spec.kernel, grid_fn)
-    constant_args_idx = kernel_side_table.add_constants(spec.constants)
+    kernel_idx, constant_args_idx = node_indices(spec.kernel, grid_fn, spec.constants)
     grid = None if grid_fn is not None else tuple(values.proxy_of(g) for g in spec.grid)  # type: ignore[union-attr]
     tx.output.create_proxy(
         "call_function",
@@ -422,7 +426,6 @@ def register() -> bool:
 
 
 REGISTERED = register()
-
 
 
 # Note [functional_triton backend]

@@ -14,6 +14,7 @@ from ._compat import fx_sees_side_effect, register_ordered_effect
 from .aliasing import rebuild_arguments, write_back
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
+from .portable import exported_grid, node_indices, resolve
 from .side_table import kernel_side_table
 
 
@@ -104,13 +105,13 @@ triton_kernel_wrapper_functional = TritonKernelWrapperFunctional()
 
 def launch_traced(spec: LaunchSpec) -> None:
     """Record a launch as a mutation-operator call (tracing modes take it from here)."""
-    grid_fn = spec.grid if callable(spec.grid) else None
-    kernel_idx = kernel_side_table.add_kernel(spec.kernel, grid_fn)
-    constant_args_idx = kernel_side_table.add_constants(spec.constants)
+    grid = exported_grid(spec)  # Note [portable references]
+    grid_fn = grid if callable(grid) else None
+    kernel_idx, constant_args_idx = node_indices(spec.kernel, grid_fn, spec.constants)
     triton_kernel_wrapper_mutation(
         kernel_idx=kernel_idx,
         constant_args_idx=constant_args_idx,
-        grid=None if grid_fn is not None else tuple(spec.grid),  # type: ignore[arg-type]
+        grid=None if grid_fn is not None else tuple(grid),
         kwargs=dict(spec.tensors),
     )
 
@@ -134,6 +135,8 @@ def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
 
 def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
     """The kernel, grid callable, constants and descriptors a node names (do not mutate them)."""
+    if isinstance(kernel_idx, str) or isinstance(constant_args_idx, str):  # Note [portable references]
+        kernel_idx, constant_args_idx = resolve(kernel_idx, constant_args_idx)
     return kernel_side_table.derived(kernel_idx, constant_args_idx, _plan)  # type: ignore[no-any-return]
 
 

@@ -7,6 +7,8 @@ _TORCH_WARNINGS = (
     "ignore:<class 'torch.autograd.function.Function'> should not be instantiated:DeprecationWarning",
     # torch 2.13's Inductor touches torch.jit.script_method while compiling.
     "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning",
+    # torch 2.13's export (run_decompositions) still uses pytree's LeafSpec.
+    r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarning",
 )
 
 

@@ -16,7 +16,6 @@ TensorDescriptor = pytest.importorskip("triton.tools.tensor_descriptor").TensorD
 N = 40
 
 
-
 def two_launches(wrap, x, y):
     out = torch.empty_like(x)
     wrap(k.add_kernel)[(triton.cdiv(x.numel(), 16),)](x, y, out, x.numel(), BLOCK=16)
@@ -39,9 +38,9 @@ def test_dynamo_graph_holds_the_mutation_operator_and_aot_the_functional_one() -
     node = next(n for n in rec.dynamo[0].graph.nodes if n.target is ft.triton_kernel_wrapper_mutation)
     assert sorted(node.kwargs["kwargs"]) == ["out_ptr", "x_ptr", "y_ptr"]
     torch._dynamo.reset()
-    torch.compile(
-        lambda x, y: two_launches(ft.wrap_triton, x, y), backend=rec.aot_backend(), fullgraph=True
-    )(*inputs())
+    torch.compile(lambda x, y: two_launches(ft.wrap_triton, x, y), backend=rec.aot_backend(), fullgraph=True)(
+        *inputs()
+    )
     aot_targets = targets(rec.aot[0])
     assert aot_targets.count(ft.triton_kernel_wrapper_functional) == 2
     assert ft.triton_kernel_wrapper_mutation not in aot_targets

@@ -18,7 +18,6 @@ from tests.harness import raw, run_once
 N = 40
 
 
-
 def in_and_out_of_place(wrap, x, y):
     out = torch.empty_like(x)
     wrap(k.add_kernel)[(triton.cdiv(N, 16),)](x, y, out, N, BLOCK=16)  # out of place
