@@ -39,7 +39,8 @@ a warning at the first compile if one is missing):
 - ``torch._dynamo.variables.base.VariableTracker`` (``call_function``, ``call_method``,
   ``mp_subscript_impl`` on 2.13, ``call_method("__getitem__")`` before it, ``_nonvar_fields``);
 - ``torch._dynamo.variables`` ``ConstantVariable``, ``ConstDictVariable``, ``TritonKernelVariable``,
-  ``UserDefinedObjectVariable``, ``TMADescriptorStableVariable``;
+  ``UserFunctionVariable`` (subclassed), ``TMADescriptorStableVariable``,
+  ``CreateTMADescriptorStableVariable``;
 - ``torch._dynamo.guards.GuardBuilder.ID_MATCH``, ``install_guard``;
 - ``torch._dynamo.exc.unimplemented`` (keyword form of 2.13) or ``Unsupported``;
 - ``tx.output.create_proxy``;
@@ -76,13 +77,14 @@ try:  # every symbol below is private; see the module's docstring
     from torch._dynamo.guards import GuardBuilder, install_guard
     from torch._dynamo.variables.base import VariableTracker
     from torch._dynamo.variables.builder import VariableBuilder
+    from torch._dynamo.variables.functions import UserFunctionVariable
 
     HAS_DYNAMO_HOOKS = hasattr(VariableBuilder, "_type_dispatch_impl") and hasattr(
         VariableBuilder, "_id_dispatch"
     )
 except ImportError:  # pragma: no cover - every supported torch has them
     HAS_DYNAMO_HOOKS = False
-    VariableTracker = object  # type: ignore[assignment,misc]
+    VariableTracker = UserFunctionVariable = object  # type: ignore[assignment,misc]
 
 
 class CaptureWarning(UserWarning):
@@ -282,11 +284,16 @@ def _python_kernel(tx: Any, vt: Any) -> Any:
     return None
 
 
-class WrapTritonVariable(VariableTracker):  # type: ignore[misc]
-    """``functional_triton.wrap_triton`` as Dynamo sees it."""
+class WrapTritonVariable(UserFunctionVariable):  # type: ignore[misc]
+    """``functional_triton.wrap_triton`` as Dynamo sees it: a function (hashable, comparable), our call."""
 
-    def python_type(self) -> type:
-        return type(wrap_triton)
+    def __init__(self, **kwargs: Any) -> None:
+        fn: Any = wrap_triton
+        super().__init__(fn, **kwargs)
+
+    # A constant, so that `wrap is ft.wrap_triton` and the like fold away.
+    def is_python_constant(self) -> bool:
+        return True
 
     def as_python_constant(self) -> Any:
         return wrap_triton

@@ -213,3 +213,16 @@ def test_host_tensor_descriptors_passed_in() -> None:
         actual = compiled(src, dst)
         torch.testing.assert_close(actual, expected, rtol=0, atol=0)
         torch.testing.assert_close(dst.base, expected / 2, rtol=0, atol=0)
+
+
+_BY_WRAP = {ft.wrap_triton: "ft"}
+
+
+def test_wrap_triton_is_an_ordinary_function_to_dynamo() -> None:
+    def prog(wrap, x, y):  # wrap_triton used as a dict key and compared, as user code may
+        assert _BY_WRAP.get(wrap, "raw") == ("ft" if wrap is ft.wrap_triton else "raw")
+        out = torch.empty_like(x)
+        wrap(k.add_kernel)[(3,)](x, y, out, N, BLOCK=16)
+        return out
+
+    check_compiled(prog, inputs, backends=("eager",), no_grad=(True,))
