@@ -123,6 +123,31 @@ def _graph_break(kernel_name: str, reason: str) -> NoReturn:
 # --- from Dynamo's variables to Python values ------------------------------------------
 
 
+def _is_tensor(vt: Any) -> bool:
+    # torch 2.13: VariableTracker.is_tensor(); older releases: isinstance TensorVariable.
+    if hasattr(vt, "is_tensor"):
+        return bool(vt.is_tensor())
+    from torch._dynamo.variables import TensorVariable
+
+    return isinstance(vt, TensorVariable)
+
+
+def _is_symbolic(vt: Any) -> bool:
+    # torch 2.13: VariableTracker.is_symnode_like(); older releases: isinstance SymNodeVariable.
+    if hasattr(vt, "is_symnode_like"):
+        return bool(vt.is_symnode_like())
+    from torch._dynamo.variables import SymNodeVariable
+
+    return isinstance(vt, SymNodeVariable)
+
+
+def _type_name(vt: Any) -> str:
+    try:
+        return vt.python_type().__name__  # type: ignore[no-any-return]
+    except NotImplementedError:
+        return type(vt).__name__
+
+
 class _Values:
     """Python values for a launch's variables, and the proxies behind the traced ones."""
 
@@ -142,21 +167,23 @@ class _Values:
         vt = vt.realize() if hasattr(vt, "realize") else vt
         if vt.is_python_constant():
             return vt.as_python_constant()
-        if constexpr and vt.is_symnode_like() and hasattr(vt, "evaluate_expr"):
+        if constexpr and _is_symbolic(vt) and hasattr(vt, "evaluate_expr"):
             # A constexpr is compiled into the kernel: specialise it, with a guard, so that
             # another value recompiles instead of launching the kernel built for this one.
             return vt.evaluate_expr()
-        if vt.is_tensor() or vt.is_symnode_like():
+        if _is_tensor(vt) or _is_symbolic(vt):
             return self.traced(vt)
         descriptor = self.descriptor(vt)
         if descriptor is not None:
             return descriptor
-        raise _NotCaptured(f"argument '{name}' is a {vt.python_type_name()}, which Dynamo cannot hand over")
+        raise _NotCaptured(f"argument '{name}' is a {_type_name(vt)}, which Dynamo cannot hand over")
 
     def descriptor(self, vt: Any) -> Any:
         """A host TensorDescriptor (unchecked) over the base's example value, or None."""
-        from torch._dynamo.variables.functions import TMADescriptorStableVariable
-
+        try:  # torch 2.13: Dynamo's own variable for an in-graph TensorDescriptor.from_tensor
+            from torch._dynamo.variables.functions import TMADescriptorStableVariable
+        except ImportError:
+            TMADescriptorStableVariable = ()  # type: ignore[assignment,misc]
         if isinstance(vt, TMADescriptorStableVariable):  # TensorDescriptor.from_tensor(t, block) in-graph
             base = self.traced(vt.tensor)
             block = tuple(vt.block_shape.as_python_constant())
@@ -206,7 +233,7 @@ def _evaluate_grid(values: _Values, grid: Any, bound: dict[str, Any]) -> tuple[A
     result = grid.call_function(tx, [ConstDictVariable(meta, dict)], {})
     items = getattr(result, "items", None)
     if not isinstance(items, list):
-        raise _NotCaptured(f"its grid callable returned {result.python_type_name()}, not a tuple")
+        raise _NotCaptured(f"its grid callable returned {_type_name(result)}, not a tuple")
     return tuple(values.value(f"grid[{i}]", item) for i, item in enumerate(items))
 
 
@@ -407,12 +434,14 @@ def _register_descriptor_factory() -> None:
     (``torch.utils._triton.has_triton_tensor_descriptor_host_tma``); elsewhere (the CPU
     interpreter) it would trace the dataclass, whose check reads a fake tensor's data pointer.
     """
-    from torch.utils._triton import has_triton_tensor_descriptor_host_tma
-
+    try:
+        from torch._dynamo.variables.functions import CreateTMADescriptorStableVariable
+        from torch.utils._triton import has_triton_tensor_descriptor_host_tma
+    except ImportError:  # then descriptors made inside a compiled function are not captured
+        return
     cls = descriptor_type()
     if cls is None or has_triton_tensor_descriptor_host_tma():
         return
-    from torch._dynamo.variables.functions import CreateTMADescriptorStableVariable
 
     factory: Any = cls.from_tensor  # type: ignore[attr-defined]
     VariableBuilder._id_dispatch()[id(factory)] = lambda builder, value: CreateTMADescriptorStableVariable()
