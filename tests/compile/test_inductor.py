@@ -30,8 +30,8 @@ def inputs():
 
 
 def _copies(code: str) -> int:
-    """Copies Inductor itself emits: copy kernels, aten copy_/clone calls."""
-    return len(re.findall(r"cpp_fused_copy_\w*\(|aten\.copy_|\.clone\(|aten\.clone", code))
+    """Copies Inductor itself emits: copy/clone kernels (C++ or Triton), aten copy_/clone calls."""
+    return len(re.findall(r"fused_\w*(?:copy|clone)\w*|aten\.copy_|\.clone\(|aten\.clone", code))
 
 
 def test_inductor_matches_eager_and_copies_nothing_reinplace_would_not() -> None:
