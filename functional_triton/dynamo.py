@@ -195,11 +195,18 @@ class _Values:
         # Read through Dynamo, so that each field is guarded.
         fields = ("shape", "strides", "block_shape", "padding", "round_f32_to_tf32")
         names = [f for f in fields if hasattr(value, f)]
-        read = {f: vt.var_getattr(self.tx, f).as_python_constant() for f in names}
-        base = self.traced(vt.var_getattr(self.tx, "base"))
+        read = {f: self.attribute(vt, f).as_python_constant() for f in names}
+        base = self.traced(self.attribute(vt, "base"))
         padding, round_tf32 = str(read.get("padding", "zero")), bool(read.get("round_f32_to_tf32", False))
         shape, strides, block = (tuple(read[f]) for f in ("shape", "strides", "block_shape"))
         return rebuild(base, (shape, strides, block, padding, round_tf32), checked=False)
+
+    def attribute(self, vt: Any, name: str) -> Any:
+        """``getattr(vt, name)`` as Dynamo traces it (guarded); the same call on 2.11 to 2.14."""
+        from torch._dynamo.variables import ConstantVariable
+
+        getattr_vt = VariableTracker.build(self.tx, getattr)
+        return getattr_vt.call_function(self.tx, [vt, ConstantVariable.create(name)], {})
 
     def proxy_of(self, value: Any) -> Any:
         """The proxy of a traced value, the value itself for a constant."""
@@ -230,7 +237,8 @@ def _evaluate_grid(values: _Values, grid: Any, bound: dict[str, Any]) -> tuple[A
 
     tx = values.tx
     meta = {VariableTracker.build(tx, k): v for k, v in bound.items()}
-    result = grid.call_function(tx, [ConstDictVariable(meta, dict)], {})
+    # torch 2.13 and 2.11 take ConstDictVariable(items, user_cls=dict); 2.14 has no user_cls (dict)
+    result = grid.call_function(tx, [ConstDictVariable(meta)], {})
     items = getattr(result, "items", None)
     if not isinstance(items, list):
         raise _NotCaptured(f"its grid callable returned {_type_name(result)}, not a tuple")
