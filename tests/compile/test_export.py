@@ -60,8 +60,9 @@ def test_export_records_the_mutation_operator_and_runs_like_eager(strict: bool) 
     _same(decomposed.module(), f"export(strict={strict}).run_decompositions()")
 
 
-def test_save_and_load_in_this_process(tmp_path: Path) -> None:
-    ep = torch.export.export(TwoLaunches(), inputs(), strict=False)
+@pytest.mark.parametrize("strict", [False, True])
+def test_save_and_load_in_this_process(tmp_path: Path, strict: bool) -> None:
+    ep = torch.export.export(TwoLaunches(), inputs(), strict=strict)
     torch.export.save(ep, tmp_path / "prog.pt2")
     _same(torch.export.load(tmp_path / "prog.pt2").module(), "loaded")
 
