@@ -28,6 +28,7 @@ from .aliasing import (
 from .bounds import checking_bounds, launch_checked_bounds
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
+from .portable import exported_grid, node_indices, resolve
 from .side_table import kernel_side_table
 
 
@@ -166,16 +167,18 @@ GEOMETRY_KEY = "__functional_triton_geometry__"
 
 def launch_traced(spec: LaunchSpec) -> None:
     """Record a launch as a mutation-operator call (tracing modes take it from here)."""
-    grid_fn = spec.grid if callable(spec.grid) else None
-    kernel_idx = kernel_side_table.add_kernel(spec.kernel, grid_fn)
+    grid = exported_grid(spec)  # Note [portable references]
+    grid_fn = grid if callable(grid) else None
     geometry = tuple(
         (name, traced_geometry(t)) for name, t in spec.tensors.items() if isinstance(t, Tensor)
     )  # Note [traced geometry]
-    constant_args_idx = kernel_side_table.add_constants({**spec.constants, GEOMETRY_KEY: geometry})
+    kernel_idx, constant_args_idx = node_indices(
+        spec.kernel, grid_fn, {**spec.constants, GEOMETRY_KEY: geometry}
+    )
     triton_kernel_wrapper_mutation(
         kernel_idx=kernel_idx,
         constant_args_idx=constant_args_idx,
-        grid=None if grid_fn is not None else tuple(spec.grid),  # type: ignore[arg-type]
+        grid=None if grid_fn is not None else tuple(grid),
         kwargs=dict(spec.tensors),
     )
 
@@ -202,6 +205,8 @@ def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
 
 def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
     """The kernel, grid callable, constants and descriptors a node names (do not mutate them)."""
+    if isinstance(kernel_idx, str) or isinstance(constant_args_idx, str):  # Note [portable references]
+        kernel_idx, constant_args_idx = resolve(kernel_idx, constant_args_idx)
     return kernel_side_table.derived(kernel_idx, constant_args_idx, _plan)  # type: ignore[no-any-return]
 
 

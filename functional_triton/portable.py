@@ -1,0 +1,178 @@
+"""Portable kernel references: what an exported program's launch nodes hold instead of indices.
+
+Note [portable references]
+Side-table indices are process-local (Note [side-table lifetime]), so a program that
+``torch.export.save`` writes cannot hold them. While ``torch.compiler.is_exporting()``,
+a traced launch's ``kernel_idx`` and ``constant_args_idx`` are strings instead:
+
+- the kernel: ``{"kernel": [module, name, fingerprint], "grid": [...] or null}``, where
+  ``name`` is the module-level name bound to the kernel object (for an autotuned kernel,
+  the autotuner's name) and the fingerprint hashes the kernel's source and every
+  autotune config and heuristic name above it; the grid callable, if any, likewise;
+- the constants: their ``repr``, which ``ast.literal_eval`` turns back into the same
+  values and types.
+
+Both resolve, when a node first runs or is functionalized, to ordinary side-table
+indices: first from this process's own record of the references it made (so a program
+exported and run in one process runs the very objects it traced, closures included),
+else by importing the module and checking the fingerprint. A kernel or grid callable that
+is not a module-level name (defined in a function), whose module does not import, or
+whose source changed since the export, raises at load-and-run time with its name and
+the reason; so does a constant that has no literal form. Objects named by references
+made in this process are kept for the life of the process.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import inspect
+import json
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .side_table import TableIndex, kernel_side_table
+
+_made: dict[str, tuple[Any, ...]] = {}  # reference -> the objects it was made from
+_resolved: dict[str, TableIndex] = {}
+_lock = threading.Lock()
+
+
+def _layers(obj: Any) -> list[Any]:
+    """The kernel object and every autotune / heuristics layer below it."""
+    layers = [obj]
+    while hasattr(layers[-1], "fn") and type(layers[-1]).__name__ in ("Autotuner", "Heuristics"):
+        layers.append(layers[-1].fn)
+    return layers
+
+
+def fingerprint(obj: Any) -> str:
+    """A hash of a kernel's (or a function's) source and of its autotune configs / heuristics."""
+    parts = []
+    for layer in _layers(obj):
+        if type(layer).__name__ == "Autotuner":
+            parts.append(repr([(sorted(c.kwargs.items()), c.num_warps, c.num_stages) for c in layer.configs]))
+        elif type(layer).__name__ == "Heuristics":
+            parts.append(repr(sorted(layer.values)))
+    fn = getattr(_layers(obj)[-1], "fn", obj)
+    try:
+        parts.append(inspect.getsource(fn))
+    except (OSError, TypeError):
+        parts.append(getattr(fn, "__qualname__", repr(fn)))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _module_name(obj: Any) -> list[str]:
+    """[module, module-level name bound to obj or its qualified name, fingerprint]."""
+    fn = getattr(_layers(obj)[-1], "fn", obj)
+    module = getattr(fn, "__module__", None) or "?"
+    name = next((n for n, v in vars(sys.modules.get(module, object)).items() if v is obj), None)
+    return [module, name or getattr(fn, "__qualname__", repr(fn)), fingerprint(obj)]
+
+
+def kernel_reference(kernel: Any, grid_fn: Callable[..., Any] | None) -> str:
+    """The portable reference of a kernel and its grid callable (Note [portable references])."""
+    ref = json.dumps(
+        {"kernel": _module_name(kernel), "grid": None if grid_fn is None else _module_name(grid_fn)}
+    )
+    with _lock:
+        _made[ref] = (kernel, grid_fn)
+    return ref
+
+
+def constants_reference(constants: Mapping[str, Any]) -> str:
+    """The constants' repr (kept in this process too, for values that have no literal form)."""
+    ref = repr(sorted(constants.items()))
+    with _lock:
+        _made[ref] = (dict(constants),)
+    return ref
+
+
+def _find(entry: list[str], what: str) -> Any:
+    module, name, expected = entry
+    if "<locals>" in name or "<lambda>" in name:
+        raise RuntimeError(
+            f"{what} '{name}' (module {module}) was defined inside a function, so it cannot be "
+            "found after torch.export.load; define it at module level"
+        )
+    try:
+        obj = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise RuntimeError(f"{what} '{name}' cannot be found after torch.export.load: {e}") from None
+    if fingerprint(obj) != expected:
+        raise RuntimeError(
+            f"{what} '{name}' (module {module}) changed since the program was exported "
+            f"(fingerprint {fingerprint(obj)}, expected {expected}); export it again"
+        )
+    return obj
+
+
+def _resolve_kernel(ref: str) -> TableIndex:
+    made = _made.get(ref)
+    if made is not None:
+        return kernel_side_table.add_kernel(*made)
+    entry = json.loads(ref)
+    kernel = _find(entry["kernel"], "kernel")
+    grid_fn = (
+        None if entry["grid"] is None else _find(entry["grid"], f"the grid callable of {entry['kernel'][1]}")
+    )
+    return kernel_side_table.add_kernel(kernel, grid_fn)
+
+
+def _resolve_constants(ref: str) -> TableIndex:
+    made = _made.get(ref)
+    if made is not None:
+        return kernel_side_table.add_constants(made[0])
+    try:
+        items = ast.literal_eval(ref)
+    except (ValueError, SyntaxError):
+        raise RuntimeError(
+            f"the constant arguments {ref} of an exported launch have no literal form and "
+            "cannot be loaded in another process"
+        ) from None
+    return kernel_side_table.add_constants(dict(items))
+
+
+def resolve(kernel_idx: Any, constant_args_idx: Any) -> tuple[int, int]:
+    """Side-table indices for a node's indices or portable references (cached, kept alive)."""
+    out = []
+    for ref, resolver in ((kernel_idx, _resolve_kernel), (constant_args_idx, _resolve_constants)):
+        if not isinstance(ref, str):
+            out.append(ref)
+            continue
+        hit = _resolved.get(ref)
+        if hit is None:
+            hit = resolver(ref)
+            with _lock:
+                _resolved[ref] = hit
+        out.append(hit)
+    return out[0], out[1]
+
+
+def node_indices(
+    kernel: Any, grid_fn: Callable[..., Any] | None, constants: Mapping[str, Any]
+) -> tuple[Any, Any]:
+    """What a traced launch node names its kernel and constants by: portable while exporting."""
+    import torch
+
+    if torch.compiler.is_exporting():
+        return kernel_reference(kernel, grid_fn), constants_reference(constants)
+    return kernel_side_table.add_kernel(kernel, grid_fn), kernel_side_table.add_constants(constants)
+
+
+def exported_grid(spec: Any) -> Any:
+    """While exporting, a grid callable of a kernel with no autotune/heuristics: its value now.
+
+    Its meta is then fully known, and a tuple (of ints or SymInts) needs no reference.
+    """
+    import torch
+
+    if not (callable(spec.grid) and torch.compiler.is_exporting()) or spec.info.provided_names:
+        return spec.grid
+    from .descriptors import DESCRIPTORS_KEY
+
+    meta = {k: v for k, v in {**spec.constants, **spec.tensors}.items() if k != DESCRIPTORS_KEY}
+    return tuple(spec.grid(meta))

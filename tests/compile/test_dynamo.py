@@ -1,0 +1,229 @@
+"""torch.compile(fullgraph=True) records wrapped launches as this library's mutation operator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+
+import functional_triton as ft
+from functional_triton.dynamo import CaptureWarning
+from tests.compile import kernels as k
+from tests.compile.helpers import GraphRecorder, check_compiled, targets
+
+TensorDescriptor = pytest.importorskip("triton.tools.tensor_descriptor").TensorDescriptor
+
+N = 40
+
+
+def two_launches(wrap, x, y):
+    out = torch.empty_like(x)
+    wrap(k.add_kernel)[(triton.cdiv(x.numel(), 16),)](x, y, out, x.numel(), BLOCK=16)
+    wrap(k.add_one_inplace).run(
+        x, x.numel(), grid=lambda meta: (triton.cdiv(N, meta["BLOCK"]),), warmup=False, BLOCK=16
+    )
+    return out * 2
+
+
+def inputs():
+    return torch.arange(N, dtype=torch.float32), torch.linspace(-1, 1, N)
+
+
+def test_dynamo_graph_holds_the_mutation_operator_and_aot_the_functional_one() -> None:
+    rec = GraphRecorder()
+    torch._dynamo.reset()
+    torch.compile(lambda x, y: two_launches(ft.wrap_triton, x, y), backend=rec, fullgraph=True)(*inputs())
+    hops = [t for t in targets(rec.dynamo[0]) if isinstance(t, torch._ops.HigherOrderOperator)]
+    assert hops == [ft.triton_kernel_wrapper_mutation] * 2
+    node = next(n for n in rec.dynamo[0].graph.nodes if n.target is ft.triton_kernel_wrapper_mutation)
+    assert sorted(node.kwargs["kwargs"]) == ["out_ptr", "x_ptr", "y_ptr"]
+    torch._dynamo.reset()
+    torch.compile(lambda x, y: two_launches(ft.wrap_triton, x, y), backend=rec.aot_backend(), fullgraph=True)(
+        *inputs()
+    )
+    aot_targets = targets(rec.aot[0])
+    assert aot_targets.count(ft.triton_kernel_wrapper_functional) == 2
+    assert ft.triton_kernel_wrapper_mutation not in aot_targets
+
+
+def test_tuple_grid_and_grid_callable_of_meta() -> None:
+    check_compiled(two_launches, inputs)
+
+
+def test_module_level_grid_callable_and_list_grid() -> None:
+    def prog(wrap, x, y):
+        out = torch.empty_like(x)
+        wrap(k.add_kernel)[k.grid_of_meta](x, y, out, x.numel(), BLOCK=8)
+        grid = [3] if wrap is ft.wrap_triton else (3,)  # the interpreter refuses lists
+        wrap(k.times_two_inplace)[grid](out, x.numel(), BLOCK=16)
+        return out
+
+    check_compiled(prog, inputs)
+
+
+def test_constants_and_launch_options() -> None:
+    def prog(wrap, x, y):
+        out = torch.empty_like(x)
+        wrap(k.scale_kernel)[(3,)](x, out, N, 0.5, BLOCK=16, num_warps=2)
+        return out
+
+    check_compiled(prog, inputs)
+
+
+@pytest.mark.parametrize("kernel", ["autotune_kernel", "heuristics_kernel", "stacked_kernel"])
+def test_autotune_heuristics_and_stacked(kernel: str) -> None:
+    fn = getattr(k, kernel)
+
+    block = {} if kernel == "stacked_kernel" else {"BLOCK": 64}  # autotuned there
+
+    def prog(wrap, x, out, y):
+        wrap(fn)[lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)](x, out, y, x.numel(), **block)
+        return out
+
+    def make():
+        return torch.arange(64.0), torch.zeros(64), torch.zeros(64)
+
+    # Tune once first: benchmarking runs every config on the real arguments (their writes leak), so
+    # every compared run must find the config already chosen, as the eager reference's second call would.
+    prog(lambda kernel: kernel, *make())
+
+    check_compiled(prog, make)
+
+
+def test_wrappers_made_outside_the_compiled_function() -> None:
+    wrapped = ft.wrap_triton(k.add_kernel)
+    bound = ft.wrap_triton(k.times_two_inplace)[(3,)]
+
+    def prog(wrap, x, y):
+        out = torch.empty_like(x)
+        (wrapped if wrap is ft.wrap_triton else k.add_kernel)[(3,)](x, y, out, N, BLOCK=16)
+        (bound if wrap is ft.wrap_triton else k.times_two_inplace[(3,)])(out, N, BLOCK=16)
+        return out
+
+    check_compiled(prog, inputs)
+
+
+def test_host_tensor_descriptors_made_in_the_compiled_function() -> None:
+    def prog(wrap, x, y):
+        src = TensorDescriptor.from_tensor(x, [4, 8])
+        dst = TensorDescriptor.from_tensor(y, [4, 8])
+        wrap(k.desc_add_one)[(2,)](src, dst, BM=4, BN=8)
+        return y * 2
+
+    check_compiled(prog, lambda: (torch.arange(64, dtype=torch.float32).reshape(8, 8), torch.zeros(8, 8)))
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.empty_like(x)
+        ft.wrap_triton(k.scale_kernel)[(3,)](x, out, x.numel(), 3.0, BLOCK=16)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = torch.empty_like(grad)
+        ft.wrap_triton(k.scale_kernel)[(3,)](grad, dx, grad.numel(), 3.0, BLOCK=16)
+        return dx
+
+
+class _RawScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.empty_like(x)
+        k.scale_kernel[(3,)](x, out, x.numel(), 3.0, BLOCK=16)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = torch.empty_like(grad)
+        k.scale_kernel[(3,)](grad, dx, grad.numel(), 3.0, BLOCK=16)
+        return dx
+
+
+def test_training_kernels_inside_autograd_function() -> None:
+    def prog(wrap, x):
+        fn = _Scale if wrap is ft.wrap_triton else _RawScale
+        return fn.apply(x * 1) + 1
+
+    make = lambda: (torch.linspace(-2, 2, N, requires_grad=True),)  # noqa: E731
+    check_compiled(prog, make, backends=("eager", "aot_eager", "functional_triton"))
+
+
+def test_launch_that_cannot_be_captured_graph_breaks_with_one_warning() -> None:
+    class Box:
+        def __init__(self, t):
+            self.t = t
+
+    box = Box(7)
+
+    def prog(x):
+        out = torch.empty_like(x)
+        ft.wrap_triton(k.scale_kernel)[(3,)](x, out, N, box, BLOCK=16)
+        return out
+
+    torch._dynamo.reset()
+    with pytest.warns(CaptureWarning, match=r"scale_kernel .*argument 'scale'"):
+        with pytest.raises(Exception, match="not captured"):
+            torch.compile(prog, backend="eager", fullgraph=True)(torch.zeros(N))
+
+
+def test_bad_launch_under_compile_raises_the_eager_error() -> None:
+    def prog(x):
+        ft.wrap_triton(k.add_one_inplace)[(1,)](x, BLOCK=16)
+        return x
+
+    torch._dynamo.reset()
+    with pytest.warns(CaptureWarning, match="missing a required argument: 'n'"):
+        with pytest.raises(TypeError, match=r"add_one_inplace\(\) missing a required argument: 'n'"):
+            torch.compile(prog, backend="eager")(torch.zeros(N))
+
+
+def test_uncaptured_launch_runs_eagerly_after_a_graph_break_without_tracing_the_interpreter() -> None:
+    def prog(wrap, x, out, y):
+        # A grid closing over a tensor, for a kernel whose heuristics feed the meta: not captured.
+        grid = lambda meta: (triton.cdiv(x.shape[0], meta["BLOCK"]),)  # noqa: E731
+        wrap(k.heuristics_kernel)[grid](x, out, y, 64, BLOCK=64)
+        return out + 1
+
+    def make():
+        return torch.arange(64.0), torch.zeros(64), torch.zeros(64)
+
+    expected = prog(lambda kernel: kernel, *make())
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *a: prog(ft.wrap_triton, *a), backend="eager")
+    with pytest.warns(CaptureWarning, match="_select_store_kernel .*grid callable closes over traced values"):
+        actual = compiled(*make())
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+def test_host_tensor_descriptors_passed_in() -> None:
+    def prog(wrap, src, dst):
+        wrap(k.desc_add_one)[(2,)](src, dst, BM=4, BN=8)
+        return dst.base * 2
+
+    def make():
+        x, y = torch.arange(64, dtype=torch.float32).reshape(8, 8), torch.zeros(8, 8)
+        return TensorDescriptor.from_tensor(x, [4, 8]), TensorDescriptor.from_tensor(y, [4, 8])
+
+    expected = prog(lambda kernel: kernel, *make())
+    for backend in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        src, dst = make()
+        compiled = torch.compile(lambda a, b: prog(ft.wrap_triton, a, b), backend=backend, fullgraph=True)
+        actual = compiled(src, dst)
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+        torch.testing.assert_close(dst.base, expected / 2, rtol=0, atol=0)
+
+
+_BY_WRAP = {ft.wrap_triton: "ft"}
+
+
+def test_wrap_triton_is_an_ordinary_function_to_dynamo() -> None:
+    def prog(wrap, x, y):  # wrap_triton used as a dict key and compared, as user code may
+        assert _BY_WRAP.get(wrap, "raw") == ("ft" if wrap is ft.wrap_triton else "raw")
+        out = torch.empty_like(x)
+        wrap(k.add_kernel)[(3,)](x, y, out, N, BLOCK=16)
+        return out
+
+    check_compiled(prog, inputs, backends=("eager",), no_grad=(True,))
