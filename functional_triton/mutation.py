@@ -21,6 +21,7 @@ import builtins
 import contextlib
 import dataclasses
 import inspect
+import struct
 import threading
 import types
 import weakref
@@ -313,7 +314,9 @@ def _freeze(value: object) -> Hashable:
     """A cache-key form of a constexpr value, keeping no user function alive."""
     if isinstance(value, tl.constexpr):
         value = value.value
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if isinstance(value, float):  # by bits: -0.0 and 0.0 (and NaN payloads) are different constexprs
+        return (type(value).__name__, struct.pack("<d", value))
+    if value is None or isinstance(value, (bool, int, str)):
         return (type(value).__name__, value)  # True and 1 are different constexprs
     if isinstance(value, tuple):
         return ("tuple", tuple(_freeze(v) for v in value))
