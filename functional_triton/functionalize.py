@@ -21,8 +21,13 @@ from torch.fx.experimental.proxy_tensor import (
 )
 
 from .aliasing import compute_layouts, geometry_of
-from .descriptors import with_descriptors
-from .hops import KEEP_ALIVE, launch_plan, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from .hops import (
+    KEEP_ALIVE,
+    kernel_arguments,
+    launch_plan,
+    triton_kernel_wrapper_functional,
+    triton_kernel_wrapper_mutation,
+)
 from .kernel import kernel_info
 
 
@@ -75,9 +80,7 @@ def analyze(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) 
     except ImportError:
         _warn_once(info.fn, info.name, "mutation analysis is not available")
         return Analysis(tensor_names, False, True)
-    analysis = analyze_writes(
-        plan.kernel, with_descriptors({**plan.constants, **kwargs}, plan.descriptors, checked=False)
-    )
+    analysis = analyze_writes(plan.kernel, kernel_arguments(plan, kwargs, checked=False))
     if analysis.written_names is None:
         _warn_once(info.fn, info.name, analysis.reason or "unknown reason")
         return Analysis(tensor_names, False, True)

@@ -15,6 +15,7 @@ from .aliasing import rebuild_arguments, write_back
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
 from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
 from .side_table import kernel_side_table
+from .tuples import TUPLES_KEY, with_tuples
 
 
 class _TritonKernelWrapper(HigherOrderOperator):
@@ -123,13 +124,15 @@ class _LaunchPlan(NamedTuple):
     arg_names: tuple[str, ...]
     constants: dict[str, Any]
     descriptors: dict[str, Any]
+    tuples: dict[str, Any]  # Note [tuple arguments]
 
 
 def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
     kernel, grid_fn = entry
     constants = dict(constants)
     descriptors = constants.pop(DESCRIPTORS_KEY, {})
-    return _LaunchPlan(kernel, grid_fn, tuple(kernel_info(kernel).arg_names), constants, descriptors)
+    tuples = constants.pop(TUPLES_KEY, {})
+    return _LaunchPlan(kernel, grid_fn, tuple(kernel_info(kernel).arg_names), constants, descriptors, tuples)
 
 
 def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
@@ -137,14 +140,25 @@ def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
     return kernel_side_table.derived(kernel_idx, constant_args_idx, _plan)  # type: ignore[no-any-return]
 
 
+def kernel_arguments(plan: _LaunchPlan, kwargs: Mapping[str, Any], *, checked: bool = True) -> dict[str, Any]:
+    """Every kernel argument by parameter name: constants, descriptors and tuples rebuilt.
+
+    ``checked=False`` builds descriptors over traced tensors (see ``descriptors.rebuild``).
+    """
+    values = {**plan.constants, **kwargs}
+    if plan.descriptors:
+        values = with_descriptors(values, plan.descriptors, checked=checked)
+    if plan.tuples:
+        values = with_tuples(values, plan.tuples)
+    return values
+
+
 def launch_raw(
     kernel_idx: int, constant_args_idx: int, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]
 ) -> None:
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
     plan = launch_plan(kernel_idx, constant_args_idx)
-    values = {**plan.constants, **kwargs}
-    if plan.descriptors:
-        values = with_descriptors(values, plan.descriptors)
+    values = kernel_arguments(plan, kwargs)
     if plan.grid_fn is not None:
         tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
         launch_grid: Any = checked_grid_fn(plan.grid_fn, tensors)

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from .descriptors import DESCRIPTORS_KEY, describe, is_descriptor
+from .tuples import TUPLES_KEY, flatten, holds_traced
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PLAIN_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
@@ -325,16 +326,56 @@ def _device_error(info: KernelInfo, name: str, t: Tensor) -> str | None:
 def make_launch_spec(
     kernel: Any, info: KernelInfo, grid: GridType, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> LaunchSpec:
-    """Bind and validate a launch; split tensors and SymInts from constants."""
+    """Bind and validate a launch; split tensors and SymInts from constants.
+
+    Tensors, SymInts and descriptors inside tuple arguments are traced too (Note [tuple arguments]).
+    """
     check_grid(grid)
     bound = bind_arguments(info, args, kwargs)
-    tensors: dict[str, Any] = {}
+    split = _Split(info)
     constants: dict[str, Any] = {}
-    devices = set()
-    descriptors: dict[str, Any] = {}
+    templates: dict[str, tuple[Any, ...]] = {}
     for name, value in bound.items():
+        if isinstance(value, tuple) and holds_traced(value, _is_traceable_leaf):
+            if name in info.constexpr_names:
+                raise TypeError(
+                    f"argument '{name}' of {info.name} is a tl.constexpr and cannot hold tensors "
+                    f"or symbolic values, got {_short(value)}"
+                )
+            templates[name] = flatten(name, value, split.take)
+        elif not split.take(name, value):
+            constants[name] = value
+    split.check_devices()
+    if split.descriptors:
+        constants[DESCRIPTORS_KEY] = split.descriptors
+    if templates:
+        constants[TUPLES_KEY] = templates
+    return LaunchSpec(kernel, info, grid, split.tensors, constants)
+
+
+def _is_traceable_leaf(value: Any) -> bool:
+    return isinstance(value, _TRACEABLE_TYPES) or is_descriptor(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Split:
+    """Collects a launch's traced arguments (tensors, SymInts, descriptor bases) by name."""
+
+    def __init__(self, info: KernelInfo) -> None:
+        self.info = info
+        self.tensors: dict[str, Any] = {}
+        self.descriptors: dict[str, Any] = {}
+        self.devices: set[torch.device] = set()
+
+    def take(self, name: str, value: Any) -> bool:
+        """Record ``value`` if it must be traced; False for a constant."""
+        info = self.info
         if is_descriptor(value):
-            descriptors[name] = describe(name, value)
+            self.descriptors[name] = describe(name, value)
             value = value.base
         if isinstance(value, Tensor):
             if name in info.constexpr_names:
@@ -342,25 +383,24 @@ def make_launch_spec(
             message = _device_error(info, name, value)
             if message is not None:
                 raise ValueError(message)
-            devices.add(value.device)
-            tensors[name] = value
+            self.devices.add(value.device)
         elif isinstance(value, _SYM_TYPES):
             if name in info.constexpr_names:
                 raise TypeError(
                     f"argument '{name}' of {info.name} is a tl.constexpr and got a symbolic "
                     f"value {value}; a constexpr must be a Python constant"
                 )
-            tensors[name] = value
         else:
-            constants[name] = value
-    if len(devices) > 1:
-        raise ValueError(
-            f"the tensor arguments of {info.name} are on several devices: "
-            + ", ".join(f"'{n}' on {t.device}" for n, t in tensors.items() if isinstance(t, Tensor))
-        )
-    if descriptors:
-        constants[DESCRIPTORS_KEY] = descriptors
-    return LaunchSpec(kernel, info, grid, tensors, constants)
+            return False
+        self.tensors[name] = value
+        return True
+
+    def check_devices(self) -> None:
+        if len(self.devices) > 1:
+            raise ValueError(
+                f"the tensor arguments of {self.info.name} are on several devices: "
+                + ", ".join(f"'{n}' on {t.device}" for n, t in self.tensors.items() if isinstance(t, Tensor))
+            )
 
 
 def _grid_tensors(info: KernelInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Tensor]:

@@ -21,6 +21,7 @@ import builtins
 import contextlib
 import dataclasses
 import inspect
+import re
 import struct
 import threading
 import types
@@ -35,6 +36,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction, KernelParam, type_canonicalisation_dict
 
 from . import _compat
+from .tuples import element_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,9 +184,10 @@ _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 class _TtirArg(NamedTuple):
     """What one argument of the TTIR kernel function should be."""
 
-    name: str  # the kernel parameter it comes from
+    name: str  # the kernel parameter it comes from (a tuple element's derived name, Note [tuple arguments])
     pointer: bool  # a pointer or tensor descriptor (a tensor or descriptor parameter's first argument)
     head: bool  # the parameter's own argument, not one a descriptor adds (shape/stride scalars)
+    ttir_name: str = ""  # the name triton gives the argument ("ptrs.0" for ptrs[0]); "" means `name`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +237,14 @@ def _specialize(fn: Callable[..., Any], args: Mapping[str, object]) -> _Spec:
             signature[name] = "constexpr"
             constants[(index,)] = value
             key = _extend_key(key, value)
+        elif isinstance(value, tuple) and not param.annotation_type:
+            # Note [tuple arguments]: one TTIR argument per non-constexpr element, in order.
+            found: dict[tuple[int, ...], object] = {}
+            signature[name] = _tuple_signature(name, name, value, (index,), found, ttir_args)  # type: ignore[assignment]
+            constants.update(found)
+            key = None if key is None else [*key, ("tuple", repr(signature[name]))]
+            for part in found.values():
+                key = _extend_key(key, part)
         else:
             # Scalars are never value-specialised here: the TTIR keeps every branch on them, which can
             # only add writes. Their type still follows triton (i32/i64/u64 by range, fp32, u1).
@@ -244,11 +255,46 @@ def _specialize(fn: Callable[..., Any], args: Mapping[str, object]) -> _Spec:
     return _Spec(frozen_key, signature, constants, tuple(ttir_args))
 
 
-def _ttir_args(name: str, value: object) -> list[_TtirArg]:
+def _ttir_args(name: str, value: object, ttir_name: str = "") -> list[_TtirArg]:
     if _is_descriptor(value):
         extra = _compat.DESCRIPTOR_SCALARS_PER_DIM * len(value.block_shape)  # type: ignore[attr-defined]
-        return [_TtirArg(name, True, True), *(_TtirArg(name, False, False) for _ in range(extra))]
-    return [_TtirArg(name, isinstance(value, torch.Tensor), True)]
+        return [_TtirArg(name, True, True, ttir_name), *(_TtirArg(name, False, False) for _ in range(extra))]
+    return [_TtirArg(name, isinstance(value, torch.Tensor), True, ttir_name)]
+
+
+def _tuple_signature(
+    name: str,
+    ttir_name: str,
+    value: tuple[object, ...],
+    path: tuple[int, ...],
+    constants: dict[tuple[int, ...], object],
+    ttir_args: list[_TtirArg],
+) -> tuple[object, ...]:
+    """Triton's signature of a tuple argument (a tuple of type strings, nested, namedtuples kept).
+
+    Constexpr elements (None, tl.constexpr, strings, dtypes, functions) go to ``constants`` by path;
+    every other element becomes a TTIR argument named as tuples.element_name names it.
+    """
+    fields = getattr(value, "_fields", None)
+    sig: list[object] = []
+    for i, element in enumerate(value):
+        sub, sub_path = element_name(name, i), (*path, i)
+        sub_ttir = f"{ttir_name}.{fields[i] if fields else i}"
+        if isinstance(element, tuple):
+            sig.append(_tuple_signature(sub, sub_ttir, element, sub_path, constants, ttir_args))
+        elif _is_constexpr_element(element):
+            sig.append("constexpr")
+            constants[sub_path] = element
+        else:
+            sig.append(_value_type(sub, element))
+            ttir_args.extend(_ttir_args(sub, element, sub_ttir))
+    return type(value)(*sig) if fields else tuple(sig)  # type: ignore[arg-type]
+
+
+def _is_constexpr_element(value: object) -> bool:
+    if isinstance(value, (torch.Tensor, bool, int, float, *_SYMBOLIC)) or _is_descriptor(value):
+        return False
+    return True  # None, tl.constexpr, str, dtypes, jit functions: triton specialises them
 
 
 def _is_descriptor(value: object) -> bool:
@@ -371,8 +417,9 @@ def _check_arguments(program: _Program, spec: _Spec) -> None:
             raise _Unknown(
                 f"TTIR argument for '{expected.name}' does not match its value (pointer vs scalar)"
             )
-        if expected.head and arg_name and arg_name != expected.name:
-            raise _Unknown(f"TTIR argument '{arg_name}' is where '{expected.name}' was expected")
+        wanted = expected.ttir_name or expected.name
+        if expected.head and arg_name and arg_name != wanted:
+            raise _Unknown(f"TTIR argument '{arg_name}' is where '{wanted}' was expected")
 
 
 # --- TTIR generation ------------------------------------------------------------------------------
@@ -688,11 +735,23 @@ class _ModuleReader:
         return self.blocks[bid]
 
 
+# A name location prints as loc("outer"("inner"("file":line:col))); each `"name"(` opens one.
+_NAME_LOC = re.compile(r'"((?:[^"\\]|\\.)*)"\(')
+
+
 def _argument_name(value: Any) -> str:
+    """The name triton bound a kernel argument to: the innermost name of its location.
+
+    The code generator wraps a value's location in another name each time the value is bound to a
+    variable (``if c: p = x_ptr + 1 else: p = x_ptr`` names the argument "p" around "x_ptr"), so
+    ``get_name()`` gives the last binding; the parameter's own name is the first.
+    """
     if not _compat.HAS_LOCATION_NAME:
         return ""
     try:
-        return str(value.get_loc().get_name() or "")
+        loc = value.get_loc()
+        names = _NAME_LOC.findall(str(loc))
+        return names[-1] if names else str(loc.get_name() or "")
     except Exception:  # not a named location: no name to check against
         return ""
 

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from functional_triton import side_table
 from functional_triton.side_table import KernelSideTable
-from tests.harness import ALL_MODES, check_matches_eager
+from tests.harness import ALIASING_MODES, ALL_MODES, check_matches_eager
 
 N = 8
 # Every mode that replays a trace; "symbolic" traces with dynamic shapes.
@@ -113,3 +113,159 @@ def test_exact_key_shares_identical_constants(value: Any) -> None:
     table = KernelSideTable()
     copy = struct.unpack("<d", struct.pack("<d", value))[0] if isinstance(value, float) else value
     assert int(table.add_constants({"c": value})) == int(table.add_constants({"c": copy}))
+
+
+# --- item 2: tensors and SymInts inside tuple arguments are traced --------------------------------
+
+
+@triton.jit
+def tuple_copy_kernel(ptrs, n, BLOCK: tl.constexpr):
+    """ptrs[1][:n] = 2 * ptrs[0][:n]"""
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(ptrs[1] + offs, tl.load(ptrs[0] + offs, mask=m) * 2, mask=m)
+
+
+@triton.jit
+def nested_tuple_kernel(args, BLOCK: tl.constexpr):
+    """args = (x, (out, n), scale): out[:n] = x[:n] * scale + 1; x[:n] += 1."""
+    offs = tl.arange(0, BLOCK)
+    n = args[1][1]
+    m = offs < n
+    x = tl.load(args[0] + offs, mask=m)
+    tl.store(args[1][0] + offs, x * args[2] + 1, mask=m)
+    tl.store(args[0] + offs, x + 1, mask=m)
+
+
+class Pointers(NamedTuple):
+    src: Any
+    dst: Any
+
+
+@triton.jit
+def named_tuple_kernel(p, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(p.dst + offs, tl.load(p.src + offs, mask=m) + 3, mask=m)
+
+
+def _vector(seed: int = 0, n: int = N) -> torch.Tensor:
+    return (torch.arange(n, dtype=torch.float32) + seed) % 7
+
+
+def test_tuple_of_tensors_out_of_place() -> None:
+    def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        wrap(tuple_copy_kernel)[(1,)]((x, out), x.numel(), BLOCK=N)
+        return out
+
+    check_matches_eager(prog, lambda: (_vector(),), modes=MODES)
+
+
+def test_tuple_of_tensors_writes_an_input_and_a_view_of_it() -> None:
+    def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        wrap(tuple_copy_kernel)[(1,)]((x, y[1:]), N, BLOCK=N)
+
+    check_matches_eager(prog, lambda: (_vector(), _vector(3, N + 1)), modes=MODES)
+
+
+def test_tuple_element_aliasing_another_argument() -> None:
+    # The kernel reads ptrs[0] = x and writes ptrs[1] = x[...]: one storage, two arguments.
+    def prog(wrap: Any, x: torch.Tensor) -> None:
+        wrap(tuple_copy_kernel)[(1,)]((x[2:], x[:-2]), N - 2, BLOCK=N)
+
+    # Distinct aliasing arguments are refused under remove="mutations_and_views" (README).
+    check_matches_eager(prog, lambda: (_vector(),), modes=(*ALIASING_MODES, "symbolic"))
+
+
+def test_nested_tuple_with_a_size_and_a_scalar() -> None:
+    def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        wrap(nested_tuple_kernel)[(1,)]((x, (out, x.numel()), 0.5), BLOCK=N)
+        return out
+
+    check_matches_eager(prog, lambda: (_vector(),), modes=MODES)
+
+
+def test_named_tuple_of_tensors() -> None:
+    def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        wrap(named_tuple_kernel)[(1,)](Pointers(x, out), x.numel(), BLOCK=N)
+        return out
+
+    check_matches_eager(prog, lambda: (_vector(),), modes=MODES)
+
+
+def test_tuple_holding_a_symint_replays_on_other_sizes() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    import functional_triton as ft
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        ft.wrap_triton(nested_tuple_kernel)[(1,)]((x, (out, x.numel()), 2.0), BLOCK=16)
+        return out
+
+    gm = make_fx(torch.func.functionalize(prog), tracing_mode="symbolic")(_vector(0, 6))
+    for n in (6, 11):
+        x = _vector(1, n)
+        expected_x, expected = x.clone(), torch.empty_like(x)
+        nested_tuple_kernel[(1,)]((expected_x, (expected, n), 2.0), BLOCK=16)
+        got = gm(x)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        torch.testing.assert_close(x, expected_x, rtol=0, atol=0)
+
+
+def test_mutation_analysis_reports_tuple_elements_by_derived_name() -> None:
+    from functional_triton.mutation import analyze_writes
+
+    x, out = _vector(), torch.zeros(N)
+    result = analyze_writes(tuple_copy_kernel, {"ptrs": (x, out), "n": N, "BLOCK": N})
+    assert result.written_names == frozenset({"ptrs[1]"}), result.reason
+    result = analyze_writes(nested_tuple_kernel, {"args": (x, (out, N), 0.5), "BLOCK": N})
+    assert result.written_names == frozenset({"args[0]", "args[1][0]"}), result.reason
+    result = analyze_writes(named_tuple_kernel, {"p": Pointers(x, out), "n": N, "BLOCK": N})
+    assert result.written_names == frozenset({"p[1]"}), result.reason
+
+
+def test_traced_tuple_node_holds_elements_by_derived_name() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    import functional_triton as ft
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        ft.wrap_triton(tuple_copy_kernel)[(1,)]((x, out), N, BLOCK=N)
+        return out
+
+    gm = make_fx(torch.func.functionalize(prog))(_vector())
+    (node,) = [n for n in gm.graph.nodes if n.target is ft.triton_kernel_wrapper_functional]
+    assert set(node.kwargs["kwargs"]) == {"ptrs[0]", "ptrs[1]"}
+    assert list(node.kwargs["tensors_to_clone"]) == ["ptrs[1]"]
+
+
+# --- item 15: a pointer parameter rebound in an if/else ------------------------------------------
+
+
+@triton.jit
+def rebind_in_if_kernel(x_ptr, y_ptr, flag, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if flag:
+        p = x_ptr + 1
+    else:
+        p = x_ptr
+    tl.store(p + offs, tl.load(y_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_pointer_rebound_in_if_else_is_analysed(flag: int) -> None:
+    from functional_triton.mutation import analyze_writes
+
+    args = {"x_ptr": torch.zeros(N + 1), "y_ptr": _vector(), "flag": flag, "n": N, "BLOCK": N}
+    result = analyze_writes(rebind_in_if_kernel, args)
+    assert result.written_names == frozenset({"x_ptr"}), result.reason
+
+    def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        wrap(rebind_in_if_kernel)[(1,)](x, y, flag, N, BLOCK=N)
+
+    check_matches_eager(prog, lambda: (torch.zeros(N + 1), _vector()), modes=MODES)
