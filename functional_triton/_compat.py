@@ -121,3 +121,26 @@ def fx_sees_side_effect(op: Any) -> bool:
 
     graph = torch.fx.Graph()
     return bool(graph.call_function(op, (), {}).is_impure())
+
+
+def config_kwargs(config: Any) -> dict[str, Any]:
+    """What a ``triton.Config`` binds into a launch: its kwargs plus num_warps, num_stages, ....
+
+    triton 3.6 and 3.9: ``Autotuner.run`` launches ``fn.run(*args, **kwargs, **config.all_kwargs())``,
+    so a kernel parameter named ``num_warps`` receives the config's value. Older releases had
+    no ``all_kwargs`` and bound ``config.kwargs`` only.
+    """
+    all_kwargs = getattr(config, "all_kwargs", None)
+    if callable(all_kwargs):
+        return dict(all_kwargs())
+    return dict(config.kwargs)
+
+
+def _torch_dispatch_mode() -> type:
+    # torch 2.11 and 2.13: the base class of Python dispatch modes (make_fx's own modes derive from it).
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+TorchDispatchMode: type = _torch_dispatch_mode()

@@ -13,7 +13,7 @@ from torch._ops import HigherOrderOperator
 from ._compat import fx_sees_side_effect, register_ordered_effect
 from .aliasing import rebuild_arguments, write_back
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
-from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
+from .kernel import GridByConfig, LaunchSpec, _is_plain, checked_grid_fn, kernel_info
 from .side_table import kernel_side_table
 from .tuples import TUPLES_KEY, with_tuples
 
@@ -105,13 +105,18 @@ triton_kernel_wrapper_functional = TritonKernelWrapperFunctional()
 
 def launch_traced(spec: LaunchSpec) -> None:
     """Record a launch as a mutation-operator call (tracing modes take it from here)."""
-    grid_fn = spec.grid if callable(spec.grid) else None
+    if spec.traced_grid is not None:  # Note [traced grids]
+        grid, grid_fn = spec.traced_grid
+    elif callable(spec.grid):
+        grid, grid_fn = None, spec.grid
+    else:
+        grid, grid_fn = tuple(spec.grid), None
     kernel_idx = kernel_side_table.add_kernel(spec.kernel, grid_fn)
     constant_args_idx = kernel_side_table.add_constants(spec.constants)
     triton_kernel_wrapper_mutation(
         kernel_idx=kernel_idx,
         constant_args_idx=constant_args_idx,
-        grid=None if grid_fn is not None else tuple(spec.grid),  # type: ignore[arg-type]
+        grid=grid,
         kwargs=dict(spec.tensors),
     )
 
@@ -159,9 +164,12 @@ def launch_raw(
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
     plan = launch_plan(kernel_idx, constant_args_idx)
     values = kernel_arguments(plan, kwargs)
-    if plan.grid_fn is not None:
+    if isinstance(plan.grid_fn, GridByConfig):  # Note [traced grids]
+        assert grid is not None, "functional_triton internal error: per-config node without grids"
+        launch_grid: Any = plan.grid_fn.chooser(grid)
+    elif plan.grid_fn is not None:
         tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
-        launch_grid: Any = checked_grid_fn(plan.grid_fn, tensors)
+        launch_grid = checked_grid_fn(plan.grid_fn, tensors)
     else:
         assert grid is not None, "functional_triton internal error: node without a grid"
         launch_grid = tuple(int(g) for g in grid)

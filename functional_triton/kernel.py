@@ -18,7 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ._compat import config_kwargs
 from .descriptors import DESCRIPTORS_KEY, describe, is_descriptor
+from .grid_watch import GridWatch
 from .tuples import TUPLES_KEY, flatten, holds_traced
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -221,12 +223,36 @@ def check_grid(grid: object) -> None:
             )
 
 
-def _check_grid_result(
-    result: object, before: Mapping[str, int], tensors: Mapping[str, Tensor]
-) -> tuple[Any, ...]:
-    for n, t in tensors.items():
-        if t._version != before[n]:
-            raise RuntimeError(f"the grid callable wrote to tensor '{n}'; a grid must not mutate tensors")
+def _version(t: Tensor) -> int | None:
+    """The tensor's version counter; None for an inference tensor, which has none."""
+    if t.is_inference():
+        return None
+    return int(t._version)
+
+
+def _run_grid(
+    grid: Callable[..., Any], meta: dict[str, Any], tensors: Mapping[str, Tensor], watch: bool
+) -> tuple[Any, list[str], bool]:
+    """Call a grid callable: its result, the tensors it wrote, whether it read tensor data.
+
+    Version counters see writes; tensors without one (inference tensors), and data reads,
+    are seen by watching the ops the callable runs (Note [grid watch]).
+    """
+    before = {n: _version(t) for n, t in tensors.items()}
+    if watch or None in before.values():
+        with GridWatch(tensors) as seen:
+            result = grid(meta)
+        written, reads = list(seen.written), seen.reads_data
+    else:
+        result, written, reads = grid(meta), [], False
+    written += [n for n, v in before.items() if v is not None and _version(tensors[n]) != v]
+    return result, written, reads
+
+
+def _check_grid_result(result: object, written: Sequence[str]) -> tuple[Any, ...]:
+    if written:
+        name = written[0]
+        raise RuntimeError(f"the grid callable wrote to tensor '{name}'; a grid must not mutate tensors")
     if not isinstance(result, (tuple, list)):
         raise TypeError(
             f"the grid callable must return a tuple of 1 to 3 ints, got {type(result).__name__} {result!r}"
@@ -236,51 +262,168 @@ def _check_grid_result(
 
 
 def checked_grid_fn(grid: Callable[..., Any], tensors: Mapping[str, Tensor]) -> Callable[..., Any]:
-    """Wrap a grid callable so that a bad result or a tensor write raises, naming the grid."""
+    """Wrap a grid callable so that a bad result or a tensor write raises, naming the grid.
+
+    Used where the callable runs on real tensors (eager, and graphs whose grid could not be
+    evaluated while tracing): a symbolic entry there is a size left over from tracing.
+    """
 
     def grid_fn(meta: dict[str, Any]) -> tuple[Any, ...]:
-        before = {n: t._version for n, t in tensors.items()}
-        return _check_grid_result(grid(meta), before, tensors)
+        result, written, _ = _run_grid(grid, meta, tensors, watch=False)
+        checked = _check_grid_result(result, written)
+        stale = [g for g in checked if isinstance(g, torch.SymInt)]
+        if stale:
+            raise RuntimeError(
+                f"the grid callable returned the symbolic size {stale[0]} at run time: it holds a size "
+                "from tracing (a closure over a traced tensor's size?); read sizes from the meta "
+                "argument or the tensors in it instead"
+            )
+        return checked
 
     return grid_fn
 
 
-def _grid_metas(kernel: Any, bound: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The meta dicts a grid callable will see: one per autotune config, heuristics applied."""
+_Key = tuple[tuple[str, Any], ...]
+
+
+def _grid_metas(kernel: Any, bound: Mapping[str, Any]) -> list[tuple[_Key, dict[str, Any]]]:
+    """The meta dicts a grid callable will see, one per autotune config, heuristics applied,
+    each with the config and heuristic values that tell it apart (in launch order, like triton)."""
     from triton.runtime.autotuner import Autotuner, Heuristics
 
-    metas = [dict(bound)]
+    params = frozenset(kernel_info(kernel).arg_names)  # triton hands the grid the parameters only
+    metas: list[tuple[_Key, dict[str, Any]]] = [((), dict(bound))]
     inner = kernel
     while isinstance(inner, (Autotuner, Heuristics)):
         if isinstance(inner, Autotuner) and inner.configs:
-            metas = [{**m, **c.kwargs} for m in metas for c in inner.configs]
+            metas = [
+                ((*key, *sorted(values.items())), {**m, **values})
+                for key, m in metas
+                for c in inner.configs
+                for values in [{k: v for k, v in config_kwargs(c).items() if k in params}]
+            ]
         elif isinstance(inner, Heuristics):
-            for m in metas:
-                for name, heuristic in inner.values.items():
-                    try:
-                        m[name] = heuristic(m)
-                    except Exception:  # noqa: BLE001 - it runs again, for real, at launch time
-                        pass
+            metas = [_apply_heuristics(inner, key, m) for key, m in metas]
         inner = inner.fn
     return metas
 
 
-def check_grid_at_trace(kernel: Any, grid: GridType, bound: Mapping[str, Any]) -> None:
-    """Evaluate a grid callable while tracing, so a bad grid or a tensor write raises now.
+def _apply_heuristics(heuristics: Any, key: _Key, meta: dict[str, Any]) -> tuple[_Key, dict[str, Any]]:
+    found = []
+    for name, heuristic in heuristics.values.items():
+        try:
+            meta[name] = heuristic(meta)
+        except Exception:  # noqa: BLE001 - it runs again, for real, at launch time
+            continue
+        found.append((name, meta[name]))
+    return (*key, *found), meta
 
-    At run time the callable sees the graph's tensors, not the traced ones; a write it
-    makes then could not be reported against the program the user wrote.
+
+def _same_grid(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Equal without guarding: symbolic entries are equal only when they are the same object."""
+    if len(a) != len(b):
+        return False
+    return all(x is y or (type(x) is int and type(y) is int and x == y) for x, y in zip(a, b))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:  # the interpreter hands non-constexpr parameters to the grid as 1-element arrays
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable: not this config
+        return False
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GridByConfig:
+    """The grid of a node whose grid callable gave each autotune config its own grid.
+
+    The node's grid is then a tuple of grids, one per key; at launch time the meta triton
+    hands the grid holds the values of the config it chose (Note [traced grids]).
+    """
+
+    keys: tuple[_Key, ...]
+
+    def chooser(self, grids: Sequence[Sequence[Any]]) -> Callable[[Mapping[str, Any]], tuple[int, ...]]:
+        def grid_fn(meta: Mapping[str, Any]) -> tuple[int, ...]:
+            for key, grid in zip(self.keys, grids):
+                if all(k in meta and _equal(meta[k], v) for k, v in key):
+                    return tuple(int(g) for g in grid)
+            raise AssertionError(
+                f"functional_triton internal error: no traced grid for the launch's config {dict(meta)}"
+            )
+
+        return grid_fn
+
+
+# Note [traced grids]
+# A grid callable evaluated while tracing sees the traced sizes: under dynamic shapes its result
+# is the symbolic grid (``triton.cdiv(n, meta["BLOCK"])`` with ``n = x.numel()`` a SymInt). That
+# result, not the callable, goes into the node: called again when the graph runs, a callable that
+# closes over a traced size would only ever see the trace-time value. One grid per autotune
+# config (and heuristic value); when they all agree (no config in the grid, or a single config)
+# the node holds that one grid, as a static grid would. When they differ, the node holds them
+# all and the side table a ``GridByConfig`` that picks, at launch time, the grid of the config
+# triton chose (the meta triton hands the grid holds the config's values).
+# The callable itself is kept, and called at run time on the real arguments as in eager, only
+# when it cannot be evaluated while tracing (it raised, e.g. on data a fake tensor lacks) or it
+# read tensor data (its grid is data, not a size); a symbolic entry it returns then raises.
+
+
+def trace_grid(
+    kernel: Any, grid: GridType, bound: Mapping[str, Any]
+) -> tuple[tuple[Any, ...] | None, Any]:
+    """The node's grid and the side table's grid callable for a traced launch (Note [traced grids]).
+
+    A bad grid, or a grid callable that writes a tensor, raises now: at run time the callable
+    would see the graph's tensors, and a write could not be reported against the user's program.
     """
     if not callable(grid):
-        return
+        return traced_grid_entries(grid), None  # type: ignore[arg-type]
     tensors = {n: v for n, v in bound.items() if isinstance(v, Tensor)}
-    for meta in _grid_metas(kernel, bound):
-        before = {n: t._version for n, t in tensors.items()}
+    keys: list[_Key] = []
+    grids: list[tuple[Any, ...]] = []
+    for key, meta in _grid_metas(kernel, bound):
         try:
-            result = grid(meta)
-        except Exception:  # noqa: BLE001 - e.g. a key only known at launch: checked again then
-            continue
-        _check_grid_result(result, before, tensors)
+            result, written, reads = _run_grid(grid, meta, tensors, watch=True)
+        except Exception:  # noqa: BLE001 - e.g. a value only known at launch: called then
+            return None, grid
+        checked = _check_grid_result(result, written)
+        if reads:
+            return None, grid
+        keys.append(key)
+        grids.append(traced_grid_entries(checked))
+    if all(_same_grid(g, grids[0]) for g in grids):
+        return grids[0], None
+    return tuple(grids), GridByConfig(tuple(keys))
+
+
+def traced_grid_entries(grid: Sequence[Any]) -> tuple[Any, ...]:
+    """A grid as an FX node can hold it: ints and SymInts (numpy integers and 0-d tensors converted)."""
+    return tuple(_traced_entry(i, g, grid) for i, g in enumerate(grid))
+
+
+def _traced_entry(position: int, g: Any, grid: Sequence[Any]) -> Any:
+    if type(g) is int or isinstance(g, torch.SymInt):
+        return g
+    if not isinstance(g, Tensor):
+        return operator.index(g)  # numpy integers, int subclasses (check_grid refused the rest)
+    where = f"grid entry {position} of {tuple(grid)!r}"
+    if g.numel() != 1 or g.is_floating_point() or g.is_complex() or g.dtype is torch.bool:
+        raise TypeError(f"{where} is a {g.dtype} tensor of {g.numel()} elements; a grid entry must be an int")
+    try:
+        value = g.item()
+    except Exception as e:
+        raise TypeError(
+            f"{where} is a tensor: its value is data, known only when the graph runs. Trace with "
+            "dynamic shapes (make_fx(..., tracing_mode='symbolic')) to make it a symbolic size, or "
+            "pass an int"
+        ) from e
+    if isinstance(value, torch.SymInt):
+        return value
+    raise TypeError(
+        f"{where} is a tensor: a traced graph would launch with the value it holds now ({value}), "
+        "not the one it holds when the graph runs; pass int(...) of it if that is intended"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,8 +434,12 @@ class LaunchSpec:
     info: KernelInfo
     grid: GridType
     tensors: dict[str, Any]  # tensors and symbolic scalars, by parameter name
-    # everything else, by parameter name; DESCRIPTORS_KEY holds TensorDescriptor metadata
+    # everything else, by parameter name; DESCRIPTORS_KEY holds TensorDescriptor metadata,
+    # TUPLES_KEY the templates of tuple arguments (Note [tuple arguments])
     constants: dict[str, Any]
+    # (node grid, side-table grid callable) as trace_grid gives them (Note [traced grids]);
+    # None: the grid as given (a tuple in the node, or the callable in the side table)
+    traced_grid: tuple[Any, Any] | None = None
 
 
 def bind_arguments(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -455,8 +602,8 @@ def _launch_traced(
     if isinstance(grid, list):
         grid = tuple(grid)
     spec = make_launch_spec(kernel, info, grid, args, kwargs)
-    check_grid_at_trace(kernel, grid, {**spec.constants, **spec.tensors})
-    launch_traced(spec)
+    bound = bind_arguments(info, args, kwargs)
+    launch_traced(dataclasses.replace(spec, traced_grid=trace_grid(kernel, grid, bound)))
 
 
 _INT_TUPLE_TYPES: dict[tuple[type, ...], bool] = {(int,): True, (int, int): True, (int, int, int): True}

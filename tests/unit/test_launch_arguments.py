@@ -5,6 +5,8 @@ Every program is checked against the raw kernel run eagerly (tests/harness.py).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import struct
 from typing import Any, NamedTuple
@@ -17,7 +19,8 @@ import triton.language as tl
 
 from functional_triton import side_table
 from functional_triton.side_table import KernelSideTable
-from tests.harness import ALIASING_MODES, ALL_MODES, check_matches_eager
+from tests import kernels as K
+from tests.harness import ALIASING_MODES, ALL_MODES, check_matches_eager, nop
 
 N = 8
 # Every mode that replays a trace; "symbolic" traces with dynamic shapes.
@@ -269,3 +272,134 @@ def test_pointer_rebound_in_if_else_is_analysed(flag: int) -> None:
         wrap(rebind_in_if_kernel)[(1,)](x, y, flag, N, BLOCK=N)
 
     check_matches_eager(prog, lambda: (torch.zeros(N + 1), _vector()), modes=MODES)
+
+
+# --- item 3: a grid callable under dynamic shapes launches the symbolic grid -----------------------
+
+
+def _closing_grid_prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+    # The Triton tutorials' grid: a closure over a size computed from a traced tensor.
+    out = torch.zeros_like(x)
+    n = x.numel()
+    wrap(K.add_kernel)[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, x, out, n, BLOCK=4)
+    return out
+
+
+def _eager(prog: Any, *inputs: torch.Tensor) -> Any:
+    return prog(lambda k: k, *inputs)
+
+
+def test_grid_callable_closing_over_a_size_replays_on_other_sizes_symbolic() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    import functional_triton as ft
+
+    traced = functools.partial(_closing_grid_prog, ft.wrap_triton)
+    gm = make_fx(torch.func.functionalize(traced), tracing_mode="symbolic")(_vector(0, 8))
+    for n in (8, 20, 3):
+        torch.testing.assert_close(gm(_vector(1, n)), _eager(_closing_grid_prog, _vector(1, n)), rtol=0, atol=0)
+
+
+def test_grid_callable_closing_over_a_size_replays_on_other_sizes_aot_dynamic() -> None:
+    from functorch.compile import aot_function
+
+    import functional_triton as ft
+
+    for compiler in (nop, ft.reinplace_compiler):
+        compiled = aot_function(
+            functools.partial(_closing_grid_prog, ft.wrap_triton), fw_compiler=compiler, dynamic=True
+        )
+        for n in (8, 20, 3):
+            got = compiled(_vector(1, n))
+            torch.testing.assert_close(got, _eager(_closing_grid_prog, _vector(1, n)), rtol=0, atol=0)
+
+
+def _second_config_wins() -> Any:
+    calls = itertools.count()
+
+    def do_bench(kernel_call: Any, quantiles: Any = None) -> list[float]:
+        kernel_call()
+        t = 2.0 if next(calls) % 2 == 0 else 1.0  # configs are benchmarked in order: the second wins
+        return [t, t, t]
+
+    return do_bench
+
+
+def _autotuned_add_one() -> Any:
+    # A fresh autotuner per test: its cache of chosen configs must not leak between tests.
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": 2}), triton.Config({"BLOCK": 8})],
+        key=["n"],
+        restore_value=["x_ptr"],
+        do_bench=_second_config_wins(),
+    )
+    @triton.jit
+    def autotuned_add_one(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1, mask=m)
+
+    return autotuned_add_one
+
+
+def test_grid_per_autotune_config_launches_the_grid_of_the_config_triton_chose() -> None:
+    kernel = _autotuned_add_one()
+
+    def prog(wrap: Any, x: torch.Tensor) -> None:
+        n = x.numel()
+        # With BLOCK=8 (the config that wins) the first config's grid would be 4x too large: the
+        # kernel masks by n, so the answer is the same, but a grid of BLOCK=2 with BLOCK=8 chosen
+        # would be caught by the launch-count check below.
+        wrap(kernel)[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, n)
+
+    check_matches_eager(prog, lambda: (_vector(0, 16),), modes=MODES)
+    seen: list[tuple[int, ...]] = []
+    import functional_triton.hops as hops
+
+    real = hops.GridByConfig.chooser
+
+    def spy(self: Any, grids: Any) -> Any:
+        choose = real(self, grids)
+
+        def grid_fn(meta: Any) -> Any:
+            seen.append(choose(meta))
+            return seen[-1]
+
+        return grid_fn
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    import functional_triton as ft
+
+    gm = make_fx(torch.func.functionalize(functools.partial(prog, ft.wrap_triton)), tracing_mode="symbolic")(
+        _vector(0, 16)
+    )
+    (node,) = [n for n in gm.graph.nodes if n.target is ft.triton_kernel_wrapper_functional]
+    assert len(node.kwargs["grid"]) == 2, node.kwargs["grid"]  # one grid per config
+    try:
+        hops.GridByConfig.chooser = spy  # type: ignore[method-assign]
+        x = _vector(0, 24)
+        gm(x)
+    finally:
+        hops.GridByConfig.chooser = real  # type: ignore[method-assign]
+    # The autotuner benchmarks both configs on the new size (each with its own grid), then
+    # launches the one it chose: cdiv(24, 2), cdiv(24, 8), cdiv(24, 8).
+    assert seen == [(12,), (3,), (3,)], seen
+    torch.testing.assert_close(x, _vector(0, 24) + 1, rtol=0, atol=0)
+
+
+def test_grid_callable_that_reads_tensor_data_is_kept_for_run_time() -> None:
+    # A grid that is data, not a size, is evaluated on the graph's tensors when it runs.
+    from functional_triton.kernel import trace_grid
+
+    x = torch.tensor([3.0, 1.0])
+
+    def grid(meta: dict[str, Any]) -> tuple[int]:
+        return (int(meta["x_ptr"][0].item()),)
+
+    assert trace_grid(K.add_one_inplace, grid, {"x_ptr": x, "n": 2, "BLOCK": 4}) == (None, grid)
+
+    def sized(meta: dict[str, Any]) -> tuple[int]:
+        return (meta["x_ptr"].numel(),)
+
+    assert trace_grid(K.add_one_inplace, sized, {"x_ptr": x, "n": 2, "BLOCK": 4}) == ((2,), None)
