@@ -106,7 +106,7 @@ def _describe(kernel: object) -> KernelInfo:
     while isinstance(inner, (Autotuner, Heuristics)):
         if isinstance(inner, Autotuner):
             for config in inner.configs:
-                provided.update(config.kwargs)
+                provided.update(config_kwargs(config))  # num_warps etc. too: triton binds them all
         else:
             provided.update(inner.values)
         inner = inner.fn

@@ -137,7 +137,8 @@ def _expand_autotuner(tuner: Autotuner, args: dict[str, object]) -> _Plan:
     for config in tuner.configs:
         if getattr(config, "pre_hook", None) is not None:
             raise _Unknown("a triton.Config pre_hook may write any argument")
-        plans.append(_expand(tuner.fn, {**args, **config.kwargs}))
+        # Triton launches with config.all_kwargs(): num_warps / num_stages may be kernel parameters.
+        plans.append(_expand(tuner.fn, {**args, **_compat.config_kwargs(config)}))
     # reset_to_zero arguments are zeroed while benchmarking: a write the kernel text does not show.
     zeroed = _Plan((), frozenset(n for n in tuner.reset_to_zero if isinstance(args.get(n), torch.Tensor)))
     return _merge([*plans, zeroed])

@@ -1,0 +1,156 @@
+"""Launches that a raw kernel runs (or refuses) must run (or be refused, clearly) through the wrapper."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from functorch.compile import aot_function
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import functional_triton as ft
+from tests import kernels as K
+from tests.harness import nop
+
+N = 8
+
+
+def _grid(meta: dict[str, Any]) -> tuple[int]:
+    return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+
+
+def _add_prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    wrap(K.add_kernel)[_grid](x, x, out, x.numel(), BLOCK=4)
+    return out
+
+
+def _traced(mode: str) -> Any:
+    prog = lambda x: _add_prog(ft.wrap_triton, x)  # noqa: E731
+    if mode == "aot_function":
+        return aot_function(prog, fw_compiler=nop)
+    return lambda x: make_fx(prog, tracing_mode=mode)(x)(x)
+
+
+# --- item 9: grid callables and inference tensors (no version counter) ---------------------------
+
+
+@pytest.mark.parametrize("mode", ["eager", "real", "fake", "symbolic", "aot_function"])
+def test_grid_callable_on_inference_tensors_matches_raw(mode: str) -> None:
+    with torch.inference_mode():
+        x = torch.arange(N, dtype=torch.float32)
+        expected = _add_prog(lambda k: k, x)
+        got = _add_prog(ft.wrap_triton, x) if mode == "eager" else _traced(mode)(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["eager", "real", "fake", "aot_function"])
+def test_grid_callable_writing_an_inference_tensor_raises(mode: str) -> None:
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        def grid(meta: dict[str, Any]) -> tuple[int]:
+            x.add_(1)
+            return (1,)
+
+        ft.wrap_triton(K.add_one_inplace)[grid](x, x.numel(), BLOCK=N)
+        return x
+
+    with torch.inference_mode():
+        x = torch.zeros(N)
+        with pytest.raises(RuntimeError, match=r"the grid callable wrote to tensor 'x_ptr'"):
+            if mode == "eager":
+                prog(x)
+            elif mode == "aot_function":
+                aot_function(prog, fw_compiler=nop)(x)
+            else:
+                make_fx(prog, tracing_mode=mode)(x)
+
+
+# --- item 10: triton binds config.all_kwargs(): num_warps / num_stages reach kernel parameters -----
+
+
+def _same_timing(kernel_call: Any, quantiles: Any = None) -> list[float]:
+    kernel_call()
+    return [1.0, 1.0, 1.0]
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 8}, num_warps=4, num_stages=3)],
+    key=["n"],
+    restore_value=["out_ptr"],
+    do_bench=_same_timing,
+)
+@triton.jit
+def options_as_parameters(out_ptr, n, num_warps: tl.constexpr, num_stages: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.zeros([BLOCK], tl.float32) + num_warps * 10 + num_stages, mask=offs < n)
+
+
+def test_config_launch_options_bound_to_kernel_parameters_match_raw() -> None:
+    from tests.harness import ALL_MODES, check_matches_eager
+
+    def prog(wrap: Any, out: torch.Tensor) -> None:
+        wrap(options_as_parameters)[lambda meta: (meta["num_warps"] - 3,)](out, out.numel())
+
+    check_matches_eager(prog, lambda: (torch.zeros(N),), modes=ALL_MODES)
+
+
+def test_analysis_reads_config_launch_options() -> None:
+    from functional_triton.mutation import analyze_writes
+
+    result = analyze_writes(options_as_parameters, {"out_ptr": torch.zeros(N), "n": N})
+    assert result.written_names == frozenset({"out_ptr"}), result.reason
+
+
+# --- item 11: numpy integers and 0-d integer tensors as grid entries ------------------------------
+
+
+@pytest.mark.parametrize("kind", ["static", "callable"])
+@pytest.mark.parametrize("entry", [np.int64(2), np.int32(2), np.uint8(2)], ids=["int64", "int32", "uint8"])
+def test_numpy_integer_grid_entries_match_raw(kind: str, entry: Any) -> None:
+    from tests.harness import ALL_MODES, check_matches_eager
+
+    grid: Any = (entry,) if kind == "static" else (lambda meta: (entry, np.int64(1)))
+
+    def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        wrap(K.add_kernel)[grid](x, x, out, x.numel(), BLOCK=4)
+        return out
+
+    check_matches_eager(prog, lambda: (torch.arange(N, dtype=torch.float32),), modes=ALL_MODES)
+
+
+def _tensor_grid_prog(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    programs = (x > 0).sum() // 4  # a 0-d integer tensor: data
+    ft.wrap_triton(K.add_kernel)[(programs,)](x, x, out, x.numel(), BLOCK=4)
+    return out
+
+
+def test_tensor_grid_entry_eager_matches_raw() -> None:
+    x = torch.tensor([1.0, 1, 1, 1, 1, 1, 0, 0])  # six positive: one program of 4
+    out = torch.zeros_like(x)
+    K.add_kernel[((x > 0).sum() // 4,)](x, x, out, N, BLOCK=4)
+    torch.testing.assert_close(_tensor_grid_prog(x), out, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "fake"])
+def test_tensor_grid_entry_is_a_symbolic_size_where_tracing_gives_one(mode: str) -> None:
+    # make_fx's fake and symbolic modes give .item() an unbacked symbolic size: the graph reads it.
+    gm = make_fx(torch.func.functionalize(_tensor_grid_prog), tracing_mode=mode)(torch.ones(N))
+    for x in (torch.ones(N), torch.tensor([1.0, 1, 1, 1, 0, 0, 0, 0]), torch.zeros(N)):
+        out = torch.zeros_like(x)
+        K.add_kernel[((x > 0).sum() // 4,)](x, x, out, N, BLOCK=4)
+        torch.testing.assert_close(gm(x), out, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["real", "aot_function"])
+def test_tensor_grid_entry_without_dynamic_shapes_raises_naming_the_entry(mode: str) -> None:
+    with pytest.raises(TypeError, match=r"grid entry 0 of .* is a tensor"):
+        if mode == "aot_function":
+            aot_function(_tensor_grid_prog, fw_compiler=nop)(torch.ones(N))
+        else:
+            make_fx(_tensor_grid_prog, tracing_mode=mode)(torch.ones(N))
