@@ -144,3 +144,22 @@ def _torch_dispatch_mode() -> type:
 
 
 TorchDispatchMode: type = _torch_dispatch_mode()
+
+
+def functorch_transforms() -> dict[str, Any]:
+    """The torch.func transforms a higher-order operator needs a rule for, besides functionalize.
+
+    torch 2.11 and 2.13: ``torch._functorch.pyfunctorch.TransformType`` (Vmap, Grad, Jvp), the keys
+    of ``HigherOrderOperator.py_impl``; a transform without a rule fails with a bare KeyError.
+    """
+    from torch._functorch.pyfunctorch import TransformType
+
+    names = {"Vmap": "vmap", "Grad": "grad", "Jvp": "jvp"}
+    return {label: getattr(TransformType, key) for key, label in names.items() if hasattr(TransformType, key)}
+
+
+def functorch_level(t: Any) -> int:
+    """The torch.func level that wraps ``t`` (-1 for a plain tensor). torch 2.11 and 2.13."""
+    import torch
+
+    return int(torch._C._functorch.maybe_get_level(t))

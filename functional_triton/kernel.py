@@ -179,6 +179,27 @@ def _plain_values(values: Iterable[Any]) -> bool:
     return True
 
 
+def _is_eager(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Like ``_is_plain``, for a user's launch: meta tensors launch the raw kernel too.
+
+    A raw launch on meta tensors raises (they hold no data); so must a wrapped one, rather
+    than reach the operator's meta rule and silently do nothing.
+    """
+    if _dispatch_stack_len() or _functorch_stack() is not None:
+        return False
+    return _eager_values(args) and (not kwargs or _eager_values(kwargs.values()))
+
+
+def _eager_values(values: Iterable[Any]) -> bool:
+    for v in values:
+        t = type(v)
+        if t is Tensor or t is _Parameter or t in _CONSTANT_TYPES:
+            continue
+        if isinstance(v, _TRACEABLE_TYPES):
+            return False
+    return True
+
+
 def _is_traced(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """The slower, complete check: any functional tensor among the arguments."""
     return any(
@@ -527,6 +548,11 @@ class _Split:
         if isinstance(value, Tensor):
             if name in info.constexpr_names:
                 raise TypeError(f"argument '{name}' of {info.name} is a tl.constexpr and cannot be a tensor")
+            if value.layout != torch.strided:
+                raise TypeError(
+                    f"argument '{name}' of {info.name} is a tensor with layout {value.layout}; Triton "
+                    "kernels take strided tensors (pass .to_dense(), or the sparse tensor's values())"
+                )
             message = _device_error(info, name, value)
             if message is not None:
                 raise ValueError(message)
@@ -561,7 +587,7 @@ def _launch(
 ) -> Any:
     if isinstance(grid, list):  # compiled triton takes lists; its interpreter does not
         grid = tuple(grid)
-    if _is_plain(args, kwargs):
+    if _is_eager(args, kwargs):
         check_grid(grid)
         unknown = [k for k in kwargs if k not in info.keyword_names]
         if unknown:  # the interpreter would silently drop it
@@ -588,9 +614,15 @@ def _after_failure(
         return _launch_traced(kernel, info, grid, args, kwargs)
     # Name the argument if the launch itself was malformed; else the kernel's own error.
     try:
-        make_launch_spec(kernel, info, grid, args, kwargs)
+        spec = make_launch_spec(kernel, info, grid, args, kwargs)
     except (TypeError, ValueError) as ours:
         raise ours from error
+    meta = [n for n, t in spec.tensors.items() if isinstance(t, Tensor) and t.is_meta]
+    if meta:
+        raise ValueError(
+            f"argument '{meta[0]}' of {info.name} is a meta tensor: it holds no data, so the kernel "
+            "cannot run on it (trace the program with FakeTensorMode or make_fx to run it without data)"
+        ) from error
     raise error
 
 
@@ -625,7 +657,7 @@ class _BoundLaunch:
         if (
             _INT_TUPLE_TYPES.get(grid_types)
             and (not kwargs or info.keyword_names.issuperset(kwargs))
-            and _is_plain(args, kwargs)
+            and _is_eager(args, kwargs)
         ):
             try:
                 return kernel.run(*args, grid=grid, warmup=False, **kwargs)

@@ -154,3 +154,82 @@ def test_tensor_grid_entry_without_dynamic_shapes_raises_naming_the_entry(mode: 
             aot_function(_tensor_grid_prog, fw_compiler=nop)(torch.ones(N))
         else:
             make_fx(_tensor_grid_prog, tracing_mode=mode)(torch.ones(N))
+
+
+# --- item 13: an eager launch on meta tensors raises, as the raw launch does -----------------------
+
+
+@pytest.mark.parametrize("which", ["all", "one"])
+@pytest.mark.parametrize("grid", [(1,), _grid], ids=["static", "callable"])
+def test_eager_launch_on_meta_tensors_raises_like_the_raw_launch(which: str, grid: Any) -> None:
+    def args() -> tuple[Any, ...]:
+        meta = torch.empty(N, device="meta")
+        cpu = torch.zeros(N)
+        return (meta, meta, meta) if which == "all" else (cpu, meta, cpu)
+
+    with pytest.raises(Exception) as raw:  # noqa: B017 - whatever the raw launch raises
+        K.add_kernel[grid](*args(), N, BLOCK=N)
+    named = r"'(x|y)_ptr' (of add_kernel is a meta tensor|on meta)"  # alone, or beside cpu tensors
+    with pytest.raises(ValueError, match=named) as ours:
+        ft.wrap_triton(K.add_kernel)[grid](*args(), N, BLOCK=N)
+    assert type(ours.value.__cause__) is type(raw.value)
+    with pytest.raises(ValueError, match=named):
+        ft.wrap_triton(K.add_kernel).run(*args(), N, grid=grid, BLOCK=N)
+
+
+def test_meta_tensors_still_trace() -> None:
+    gm = make_fx(lambda x: _add_prog(ft.wrap_triton, x))(torch.empty(N, device="meta"))
+    kernel_nodes = [n for n in gm.graph.nodes if n.target is ft.triton_kernel_wrapper_mutation]
+    assert len(kernel_nodes) == 1
+
+
+# --- item 14: torch.func transforms and sparse tensors: a clear error naming the argument ----------
+
+
+def _sum_prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    wrap(K.add_kernel)[(1,)](x, x, out, N, BLOCK=N)
+    return out.sum()
+
+
+# torch's forward-mode AD scripts a helper on first use, which warns on torch 2.13.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize(
+    "transform, name, shape",
+    [
+        (torch.func.vmap, "vmap", (2, N)),
+        (torch.func.grad, "grad", (N,)),
+        (torch.func.jacrev, "grad", (N,)),
+        (torch.func.jacfwd, "jvp", (N,)),
+        (lambda f: lambda x: torch.func.jvp(f, (x,), (x,)), "jvp", (N,)),
+    ],
+    ids=["vmap", "grad", "jacrev", "jacfwd", "jvp"],
+)
+def test_torch_func_transform_around_a_launch_names_the_argument(
+    transform: Any, name: str, shape: Any
+) -> None:
+    with pytest.raises(NotImplementedError):  # the raw launch refuses too
+        transform(lambda x: _sum_prog(lambda k: k, x))(torch.ones(shape))
+    named = rf"argument 'x_ptr' of add_kernel is a tensor of torch\.func\.{name}"
+    with pytest.raises(NotImplementedError, match=named):
+        transform(lambda x: _sum_prog(ft.wrap_triton, x))(torch.ones(shape))
+
+
+@pytest.mark.parametrize("mode", ["eager", "aot_function", "make_fx"])
+def test_sparse_tensor_argument_names_the_argument(mode: str) -> None:
+    def sparse() -> torch.Tensor:
+        return torch.ones(2, 4).to_sparse()
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(N)
+        ft.wrap_triton(K.add_kernel)[(1,)](x, out, out, N, BLOCK=N)
+        return out
+
+    named = r"argument 'x_ptr' of add_kernel is a tensor with layout torch\.sparse_coo"
+    with pytest.raises(TypeError, match=named):
+        if mode == "eager":
+            prog(sparse())
+        elif mode == "aot_function":
+            aot_function(prog, fw_compiler=nop)(sparse())
+        else:
+            make_fx(prog)(sparse())
