@@ -39,14 +39,21 @@ _warned: weakref.WeakSet[Any] = weakref.WeakSet()
 _warned_lock = threading.Lock()
 
 
-def _warn_once(fn: Any, name: str, reason: str) -> None:
+def _warn_once(fn: Any, name: str, reason: str, outside: bool = False) -> None:
     with _warned_lock:
         if fn in _warned:
             return
         _warned.add(fn)
+    if outside:  # cloning every argument does not cover these writes: say so
+        consequence = (
+            "treating every tensor argument as written. It may also write memory outside its "
+            "arguments (through a pointer loaded from memory or made from an integer): the graph "
+            "cannot order such writes against other operations, and they are not functionalized"
+        )
+    else:
+        consequence = "treating every tensor argument as written (correct, but it clones them all)"
     warnings.warn(
-        f"functional_triton could not tell which arguments {name} writes ({reason}); "
-        "treating every tensor argument as written (correct, but it clones them all)",
+        f"functional_triton could not tell which arguments {name} writes ({reason}); {consequence}",
         AnalysisWarning,
         stacklevel=3,
     )
@@ -82,7 +89,7 @@ def analyze(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) 
         return Analysis(tensor_names, False, True)
     analysis = analyze_writes(plan.kernel, kernel_arguments(plan, kwargs, checked=False))
     if analysis.written_names is None:
-        _warn_once(info.fn, info.name, analysis.reason or "unknown reason")
+        _warn_once(info.fn, info.name, analysis.reason or "unknown reason", analysis.writes_outside_arguments)
         return Analysis(tensor_names, False, True)
     written = analysis.written_names & tensor_names
     if analysis.opaque_side_effects and not written:

@@ -47,11 +47,15 @@ class WriteAnalysis:
     reason: why the answer is unknown (short, human readable), else None.
     opaque_side_effects: the kernel may have effects not visible through its tensor arguments
         (writes through untraceable pointers, inline asm, prints/asserts): never dead-code eliminate it.
+    writes_outside_arguments: the kernel may write memory that no argument's address leads to (through a
+        pointer loaded from memory or made from an integer, or non-pure inline asm): no graph can order
+        such writes, cloning the arguments does not cover them.
     """
 
     written_names: frozenset[str] | None
     reason: str | None
     opaque_side_effects: bool
+    writes_outside_arguments: bool = False
 
 
 class _Unknown(Exception):
@@ -398,10 +402,11 @@ def _analyze_spec(leaf: object, spec: _Spec) -> WriteAnalysis:
     except Exception as exc:  # a TTIR shape the reader does not expect: unknown, never fewer writes
         return _unknown(f"TTIR analysis failed: {_describe(exc)}")
     if summary.unknown is not None:
-        return _unknown(summary.unknown)
+        return dataclasses.replace(_unknown(summary.unknown), writes_outside_arguments=summary.anywhere)
     untraced = sorted(origin for origin in summary.written if origin < 0)
     if untraced:
-        return _unknown(f"writes through a {summary.origins[untraced[0]]}")
+        reason = f"writes through a {summary.origins[untraced[0]]}"
+        return dataclasses.replace(_unknown(reason), writes_outside_arguments=True)
     names = frozenset(spec.ttir_args[i].name for i in summary.written)
     return WriteAnalysis(names, None, summary.side_effects)
 
@@ -849,6 +854,7 @@ class _Summary:
     unknown: str | None  # a possible write no origin describes (impure asm, unmodelled pointer op)
     side_effects: bool
     origins: Mapping[int, str]  # what each negative origin is, for messages
+    anywhere: bool = False  # `unknown` is a write to any memory (non-pure inline asm), not only arguments
 
 
 @dataclasses.dataclass
@@ -859,6 +865,7 @@ class _State:
     written: set[int] = dataclasses.field(default_factory=set)
     returns: list[_Origins] = dataclasses.field(default_factory=list)
     unknown: str | None = None
+    anywhere: bool = False  # see _Summary.anywhere
     side_effects: bool = False
     changed: bool = False
 
@@ -941,6 +948,7 @@ class _TaintAnalysis:
             state.unknown,
             state.side_effects,
             self.origins,
+            state.anywhere,
         )
 
     def _untraced(self, op: _Op, what: str) -> _Origins:
@@ -995,6 +1003,7 @@ class _TaintAnalysis:
         if op.name == "tt.elementwise_inline_asm":
             if not op.pure:
                 state.fail("non-pure inline asm (tt.elementwise_inline_asm) may write any memory")
+                state.anywhere = True
             self._results_untraced(op, state, "pointer returned by inline asm")
         elif op.name in _EFFECT_OPS:
             state.side_effects = True
@@ -1036,6 +1045,7 @@ class _TaintAnalysis:
         callee = self.summary(op.callee)
         if callee.unknown is not None:
             state.fail(callee.unknown)
+            state.anywhere = state.anywhere or callee.anywhere
         state.side_effects = state.side_effects or callee.side_effects
         state.write(self._at_call(callee.written, op, state))
         for index, result in enumerate(op.results):

@@ -233,3 +233,51 @@ def test_sparse_tensor_argument_names_the_argument(mode: str) -> None:
             aot_function(prog, fw_compiler=nop)(sparse())
         else:
             make_fx(prog)(sparse())
+
+
+# --- item 16: the AnalysisWarning says when writes may land outside the arguments -------------------
+
+
+def test_analysis_flags_writes_outside_the_arguments() -> None:
+    from functional_triton.mutation import analyze_writes
+    from tests import mutation_kernels as MK
+
+    args = {"x_ptr": torch.zeros(16), "out_ptr": torch.zeros(16), "n": 16, "BLOCK": 16}
+    made_from_int = analyze_writes(MK.int_to_ptr_opaque, args)
+    assert made_from_int.written_names is None and made_from_int.writes_outside_arguments
+    asm = analyze_writes(MK.impure_asm_opaque, args)
+    assert asm.written_names is None and asm.writes_outside_arguments
+    missing = analyze_writes(MK.int_to_ptr_opaque, {"x_ptr": torch.zeros(16)})
+    assert missing.written_names is None and not missing.writes_outside_arguments
+
+
+def _traced_with_warning(kernel: Any) -> list[str]:
+    def prog(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        ft.wrap_triton(kernel)[(1,)](x, out, 16, BLOCK=16)
+        return out
+
+    with pytest.warns(ft.AnalysisWarning) as record:
+        make_fx(torch.func.functionalize(prog), tracing_mode="fake")(torch.zeros(16), torch.zeros(16))
+    return [str(w.message) for w in record if issubclass(w.category, ft.AnalysisWarning)]
+
+
+def test_analysis_warning_says_writes_outside_the_arguments_cannot_be_ordered() -> None:
+    from tests import mutation_kernels as MK
+
+    (message,) = _traced_with_warning(MK.int_to_ptr_opaque)
+    assert "int_to_ptr_opaque" in message and "outside its arguments" in message
+    assert "cannot order such writes" in message and "correct, but" not in message
+
+
+def test_analysis_warning_for_writes_within_the_arguments_keeps_saying_it_is_correct() -> None:
+    def hook(args: Any) -> None:
+        return None
+
+    @triton.autotune(configs=[triton.Config({})], key=[], pre_hook=hook, do_bench=_same_timing)
+    @triton.jit
+    def hooked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    (message,) = _traced_with_warning(hooked_copy)
+    assert "correct, but it clones them all" in message and "outside its arguments" not in message
