@@ -138,11 +138,14 @@ def kernel_info(kernel: object) -> KernelInfo:
     if hit is not None and hit[0]() is kernel:
         return hit[1]
     info = _describe(kernel)
+    # The callback may run at interpreter exit, after this module's globals were set to None:
+    # it reaches the cache and its lock through its own closure, never through the module.
+    infos, lock = _infos, _infos_lock
 
     def forget(_: weakref.ref[Any]) -> None:
-        with _infos_lock:
-            if _infos.get(key, (None,))[0] is ref:
-                del _infos[key]
+        with lock:
+            if infos.get(key, (None,))[0] is ref:
+                del infos[key]
 
     ref = weakref.ref(kernel, forget)
     with _infos_lock:

@@ -281,3 +281,60 @@ def test_analysis_warning_for_writes_within_the_arguments_keeps_saying_it_is_cor
 
     (message,) = _traced_with_warning(hooked_copy)
     assert "correct, but it clones them all" in message and "outside its arguments" not in message
+
+
+# --- item 17: no "Exception ignored" from weakref callbacks at interpreter exit --------------------
+
+_EXIT_SCRIPT = """
+import os
+os.environ.setdefault("TRITON_INTERPRET", "1")
+import triton, triton.language as tl
+import torch
+import functional_triton as ft
+import functional_triton.kernel as kernel_module
+
+@triton.jit
+def kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+
+ft.wrap_triton(kernel)
+# Teardown sets a module's globals to None (underscored names first, in order), then frees what
+# they held: this kernel outlives the module's own cache and lock.
+kernel_module._zz_last = [kernel]
+del kernel
+"""
+
+
+def test_no_exception_ignored_at_interpreter_exit() -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+
+
+def test_kernel_info_callback_needs_no_module_globals(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What teardown does to the module, done deterministically: its globals become None.
+    import gc
+    import sys
+
+    import functional_triton.kernel as kernel_module
+
+    @triton.jit
+    def short_lived(x_ptr, BLOCK: tl.constexpr):
+        pass
+
+    kernel_module.kernel_info(short_lived)
+    errors: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", errors.append)
+    monkeypatch.setattr(kernel_module, "_infos_lock", None)
+    monkeypatch.setattr(kernel_module, "_infos", None)
+    del short_lived
+    gc.collect()
+    assert not errors, [e.exc_value for e in errors]
