@@ -163,3 +163,26 @@ def functorch_level(t: Any) -> int:
     import torch
 
     return int(torch._C._functorch.maybe_get_level(t))
+
+
+def _numpy_release() -> tuple[int, ...]:
+    import numpy
+
+    return _release(numpy.__version__)
+
+
+# triton 3.6's interpreter cannot run a loop over a runtime bound with numpy>=2.4 (raw launches too:
+# "TypeError('only 0-dimensional arrays can be converted to Python scalars')"); seen with numpy 2.4 on
+# triton 3.6.0, fine with numpy 2.3.5 and with triton 3.7.1 and later. Goes when triton>=3.7 is the minimum.
+INTERPRETER_LOOPS_NEED_OLD_NUMPY: bool = TRITON_VERSION < (3, 7) and _numpy_release() >= (2, 4)
+_INTERPRETER_LOOP_ERROR = "only 0-dimensional arrays can be converted to Python scalars"
+
+
+def explain_interpreter_failure(error: BaseException) -> None:
+    """Add a note to a raw interpreted launch's error that this triton/numpy pair is known to cause."""
+    known = INTERPRETER_LOOPS_NEED_OLD_NUMPY and _INTERPRETER_LOOP_ERROR in str(error)
+    if known and hasattr(error, "add_note"):  # python>=3.11
+        error.add_note(
+            f"triton {triton.__version__}'s interpreter cannot run loops over runtime bounds with "
+            "numpy>=2.4 (raw launches fail the same way): install numpy<2.4, or triton>=3.7"
+        )

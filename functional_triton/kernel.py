@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._compat import config_kwargs
+from ._compat import config_kwargs, explain_interpreter_failure
 from .descriptors import DESCRIPTORS_KEY, describe, is_descriptor
 from .grid_watch import GridWatch
 from .tuples import TUPLES_KEY, flatten, holds_traced
@@ -626,6 +626,7 @@ def _after_failure(
             f"argument '{meta[0]}' of {info.name} is a meta tensor: it holds no data, so the kernel "
             "cannot run on it (trace the program with FakeTensorMode or make_fx to run it without data)"
         ) from error
+    explain_interpreter_failure(error)
     raise error
 
 

@@ -338,3 +338,65 @@ def test_kernel_info_callback_needs_no_module_globals(monkeypatch: pytest.Monkey
     del short_lived
     gc.collect()
     assert not errors, [e.exc_value for e in errors]
+
+
+# --- item 18: the analysis does not depend on the caller's warning filters --------------------------
+
+
+@triton.jit
+def where_on_an_int_condition(c_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    c = tl.load(c_ptr + offs)  # int32: triton>=3.9 warns that a non-boolean condition is deprecated
+    tl.store(out_ptr + offs, tl.where(c, 1.0, 2.0))
+
+
+def test_analysis_ignores_the_callers_warning_filters() -> None:
+    import warnings
+
+    from functional_triton.mutation import analyze_writes
+
+    args = {"c_ptr": torch.zeros(N, dtype=torch.int32), "out_ptr": torch.zeros(N), "BLOCK": N}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        before = list(warnings.filters)
+        result = analyze_writes(where_on_an_int_condition, args)
+        assert warnings.filters == before
+    assert result.written_names == frozenset({"out_ptr"}), result.reason
+
+
+@triton.jit
+def runtime_bound_loop(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    for i in range(n):
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1 + i * 0)
+
+
+def test_interpreter_loop_failure_of_triton_3_6_with_numpy_2_4_gets_a_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from functional_triton import _compat
+
+    monkeypatch.setattr(_compat, "INTERPRETER_LOOPS_NEED_OLD_NUMPY", True)
+    error = TypeError("only 0-dimensional arrays can be converted to Python scalars")
+    _compat.explain_interpreter_failure(error)
+    assert any("numpy<2.4" in note for note in getattr(error, "__notes__", []))
+    other = TypeError("something else")
+    _compat.explain_interpreter_failure(other)
+    assert not getattr(other, "__notes__", [])
+
+
+def test_runtime_bound_loop_matches_raw() -> None:
+    # On triton 3.6 with numpy>=2.4 the raw interpreted launch fails: so must the wrapped one, with a note.
+    from functional_triton import _compat
+
+    x_raw, x_ft = torch.zeros(N), torch.zeros(N)
+    if not (_compat.INTERPRETER_LOOPS_NEED_OLD_NUMPY and _compat.interpreter_enabled()):
+        runtime_bound_loop[(1,)](x_raw, 3, BLOCK=N)
+        ft.wrap_triton(runtime_bound_loop)[(1,)](x_ft, 3, BLOCK=N)
+        torch.testing.assert_close(x_ft, x_raw, rtol=0, atol=0)
+        return
+    with pytest.raises(Exception, match="0-dimensional"):  # noqa: B017 - the interpreter's own error
+        runtime_bound_loop[(1,)](x_raw, 3, BLOCK=N)
+    with pytest.raises(Exception, match="0-dimensional") as ours:  # noqa: B017
+        ft.wrap_triton(runtime_bound_loop)[(1,)](x_ft, 3, BLOCK=N)
+    assert any("numpy<2.4" in note for note in getattr(ours.value, "__notes__", []))
