@@ -1,14 +1,12 @@
-"""Watching a grid callable: which tensors it writes, whether it reads tensor data.
+"""Watching a grid callable for writes to tensors that have no version counter.
 
 Note [grid watch]
-A grid callable must not write tensors (a traced graph cannot replay the write), and a grid
-that reads tensor data (``int(t.sum())``) is data, not a size, so a traced graph must call the
-callable again at run time rather than record its result (Note [traced grids] in kernel.py).
-Version counters catch writes cheaply, but inference tensors have none. So where versions
-cannot tell, and always while tracing, the callable runs under this dispatch mode, which sees
-every ATen op it runs: an op that writes (its schema marks the argument written) a tensor that
-shares storage with a kernel argument is a write to that argument, and ``_local_scalar_dense``
-(``.item()``, ``int(t)``) is a data read. The mode only watches; every op runs as it would.
+A grid callable must not write tensors: a traced graph cannot replay the write. Version
+counters catch writes cheaply, but inference tensors have none. So where some kernel argument
+has no version counter, the callable runs under this dispatch mode, which sees every ATen op it
+runs: an op that writes (its schema marks the argument written) a tensor that shares storage
+with a kernel argument is a write to that argument. The mode only watches; every op runs as it
+would. Only then: a dispatch mode costs time on every op, and tracers (Dynamo) may not follow it.
 """
 
 from __future__ import annotations
@@ -16,12 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from ._compat import TorchDispatchMode
-
-_DATA_READS = frozenset({"aten::_local_scalar_dense", "aten::item", "aten::equal", "aten::is_nonzero"})
 
 
 def _storage_id(t: Tensor) -> int | None:
@@ -32,22 +27,19 @@ def _storage_id(t: Tensor) -> int | None:
 
 
 class GridWatch(TorchDispatchMode):  # type: ignore[misc, valid-type]
-    """Records the kernel arguments a grid callable writes, and whether it reads tensor data."""
+    """Records the kernel arguments a grid callable writes."""
 
     def __init__(self, tensors: Mapping[str, Tensor]) -> None:
         super().__init__()
         self.tensors = dict(tensors)
         self.storages = {n: _storage_id(t) for n, t in tensors.items()}
         self.written: list[str] = []
-        self.reads_data = False
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
         schema = func._schema
-        if schema.name in _DATA_READS:
-            self.reads_data = True
         for i, arg in enumerate(schema.arguments):
             info = arg.alias_info
             if info is None or not info.is_write:
@@ -66,4 +58,4 @@ class GridWatch(TorchDispatchMode):  # type: ignore[misc, valid-type]
                 self.written.append(name)
 
 
-__all__ = ["GridWatch", "torch"]
+__all__ = ["GridWatch"]

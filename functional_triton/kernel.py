@@ -255,22 +255,22 @@ def _version(t: Tensor) -> int | None:
 
 
 def _run_grid(
-    grid: Callable[..., Any], meta: dict[str, Any], tensors: Mapping[str, Tensor], watch: bool
-) -> tuple[Any, list[str], bool]:
-    """Call a grid callable: its result, the tensors it wrote, whether it read tensor data.
+    grid: Callable[..., Any], meta: dict[str, Any], tensors: Mapping[str, Tensor]
+) -> tuple[Any, list[str]]:
+    """Call a grid callable: its result and the tensors it wrote.
 
-    Version counters see writes; tensors without one (inference tensors), and data reads,
-    are seen by watching the ops the callable runs (Note [grid watch]).
+    Version counters see writes; writes to tensors without one (inference tensors) are seen by
+    watching the ops the callable runs (Note [grid watch]).
     """
     before = {n: _version(t) for n, t in tensors.items()}
-    if watch or None in before.values():
+    if None in before.values():
         with GridWatch(tensors) as seen:
             result = grid(meta)
-        written, reads = list(seen.written), seen.reads_data
+        written = list(seen.written)
     else:
-        result, written, reads = grid(meta), [], False
+        result, written = grid(meta), []
     written += [n for n, v in before.items() if v is not None and _version(tensors[n]) != v]
-    return result, written, reads
+    return result, written
 
 
 def _check_grid_result(result: object, written: Sequence[str]) -> tuple[Any, ...]:
@@ -293,7 +293,7 @@ def checked_grid_fn(grid: Callable[..., Any], tensors: Mapping[str, Tensor]) -> 
     """
 
     def grid_fn(meta: dict[str, Any]) -> tuple[Any, ...]:
-        result, written, _ = _run_grid(grid, meta, tensors, watch=False)
+        result, written = _run_grid(grid, meta, tensors)
         checked = _check_grid_result(result, written)
         stale = [g for g in checked if isinstance(g, torch.SymInt)]
         if stale:
@@ -388,9 +388,10 @@ class GridByConfig:
 # the node holds that one grid, as a static grid would. When they differ, the node holds them
 # all and the side table a ``GridByConfig`` that picks, at launch time, the grid of the config
 # triton chose (the meta triton hands the grid holds the config's values).
-# The callable itself is kept, and called at run time on the real arguments as in eager, only
-# when it cannot be evaluated while tracing (it raised, e.g. on data a fake tensor lacks) or it
-# read tensor data (its grid is data, not a size); a symbolic entry it returns then raises.
+# A grid that reads tensor data gets, under dynamic shapes, an unbacked symbolic size that the
+# graph itself computes from the data when it runs. The callable itself is kept, and called at run
+# time on the real arguments as in eager, only when it cannot be evaluated while tracing (it
+# raised, e.g. reading data a fake tensor lacks); a symbolic entry it returns then raises.
 
 
 def trace_grid(
@@ -408,12 +409,10 @@ def trace_grid(
     grids: list[tuple[Any, ...]] = []
     for key, meta in _grid_metas(kernel, bound):
         try:
-            result, written, reads = _run_grid(grid, meta, tensors, watch=True)
-        except Exception:  # noqa: BLE001 - e.g. a value only known at launch: called then
+            result, written = _run_grid(grid, meta, tensors)
+        except Exception:  # noqa: BLE001 - e.g. data a fake tensor lacks: called at launch time
             return None, grid
         checked = _check_grid_result(result, written)
-        if reads:
-            return None, grid
         keys.append(key)
         grids.append(traced_grid_entries(checked))
     if all(_same_grid(g, grids[0]) for g in grids):

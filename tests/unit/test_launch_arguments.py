@@ -389,18 +389,34 @@ def test_grid_per_autotune_config_launches_the_grid_of_the_config_triton_chose()
     torch.testing.assert_close(x, _vector(0, 24) + 1, rtol=0, atol=0)
 
 
-def test_grid_callable_that_reads_tensor_data_is_kept_for_run_time() -> None:
-    # A grid that is data, not a size, is evaluated on the graph's tensors when it runs.
+def test_grid_callable_that_cannot_run_while_tracing_is_kept_for_run_time() -> None:
     from functional_triton.kernel import trace_grid
 
     x = torch.tensor([3.0, 1.0])
 
-    def grid(meta: dict[str, Any]) -> tuple[int]:
-        return (int(meta["x_ptr"][0].item()),)
+    def needs_data(meta: dict[str, Any]) -> tuple[int]:
+        raise RuntimeError("data-dependent")  # what a fake tensor's .item() does without a shape env
 
-    assert trace_grid(K.add_one_inplace, grid, {"x_ptr": x, "n": 2, "BLOCK": 4}) == (None, grid)
+    assert trace_grid(K.add_one_inplace, needs_data, {"x_ptr": x, "n": 2, "BLOCK": 4}) == (None, needs_data)
 
     def sized(meta: dict[str, Any]) -> tuple[int]:
         return (meta["x_ptr"].numel(),)
 
     assert trace_grid(K.add_one_inplace, sized, {"x_ptr": x, "n": 2, "BLOCK": 4}) == ((2,), None)
+
+
+def test_grid_callable_reading_tensor_data_is_an_unbacked_size_under_dynamic_shapes() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    import functional_triton as ft
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        grid = lambda meta: (meta["x_ptr"][0].to(torch.int64).item(),)  # noqa: E731 - data, not a size
+        ft.wrap_triton(K.add_one_inplace)[grid](x, x.numel(), BLOCK=2)
+        return x
+
+    gm = make_fx(torch.func.functionalize(prog), tracing_mode="symbolic")(torch.tensor([2.0, 0, 0, 0]))
+    for x in (torch.tensor([1.0, 0, 0, 0]), torch.tensor([2.0, 5, 5, 5])):
+        expected = x.clone()
+        K.add_one_inplace[(int(expected[0]),)](expected, 4, BLOCK=2)
+        torch.testing.assert_close(gm(x.clone()), expected, rtol=0, atol=0)
