@@ -420,3 +420,29 @@ def test_grid_callable_reading_tensor_data_is_an_unbacked_size_under_dynamic_sha
         expected = x.clone()
         K.add_one_inplace[(int(expected[0]),)](expected, 4, BLOCK=2)
         torch.testing.assert_close(gm(x.clone()), expected, rtol=0, atol=0)
+
+
+@triton.jit
+def descriptor_pair_add_one(descs, BM: tl.constexpr, BN: tl.constexpr):
+    pid = tl.program_id(0)
+    v = descs[0].load([pid * BM, 0])
+    descs[1].store([pid * BM, 0], v + 1)
+
+
+def test_tuple_of_host_descriptors() -> None:
+    descriptor = pytest.importorskip("triton.tools.tensor_descriptor").TensorDescriptor
+    from functional_triton.mutation import analyze_writes
+
+    def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        pair = (descriptor.from_tensor(x, [4, 8]), descriptor.from_tensor(y, [4, 8]))
+        wrap(descriptor_pair_add_one)[(2,)](pair, BM=4, BN=8)
+        return y * 2
+
+    def inputs() -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.arange(64, dtype=torch.float32).reshape(8, 8), torch.zeros(8, 8)
+
+    x, y = inputs()
+    pair = (descriptor.from_tensor(x, [4, 8]), descriptor.from_tensor(y, [4, 8]))
+    result = analyze_writes(descriptor_pair_add_one, {"descs": pair, "BM": 4, "BN": 8})
+    assert result.written_names == frozenset({"descs[1]"}), result.reason
+    check_matches_eager(prog, inputs)
