@@ -21,7 +21,7 @@ from torch import Tensor
 from ._compat import config_kwargs, explain_interpreter_failure
 from .descriptors import DESCRIPTORS_KEY, describe, is_descriptor
 from .grid_watch import GridWatch
-from .tuples import TUPLES_KEY, flatten, holds_traced
+from .tuples import TUPLES_KEY, element_name, flatten, holds_traced
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PLAIN_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
@@ -404,7 +404,7 @@ def trace_grid(
     """
     if not callable(grid):
         return traced_grid_entries(grid), None  # type: ignore[arg-type]
-    tensors = {n: v for n, v in bound.items() if isinstance(v, Tensor)}
+    tensors = _tensors_by_name(bound)
     keys: list[_Key] = []
     grids: list[tuple[Any, ...]] = []
     for key, meta in _grid_metas(kernel, bound):
@@ -579,8 +579,17 @@ class _Split:
 
 
 def _grid_tensors(info: KernelInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Tensor]:
-    tensors = {n: v for n, v in zip(info.arg_names, args) if isinstance(v, Tensor)}
-    tensors.update((n, v) for n, v in kwargs.items() if isinstance(v, Tensor))
+    return _tensors_by_name({**dict(zip(info.arg_names, args)), **kwargs})
+
+
+def _tensors_by_name(values: Mapping[str, Any]) -> dict[str, Tensor]:
+    """The tensors among launch arguments, those inside tuples by their derived names."""
+    tensors: dict[str, Tensor] = {}
+    for name, value in values.items():
+        if isinstance(value, Tensor):
+            tensors[name] = value
+        elif isinstance(value, tuple):
+            tensors.update(_tensors_by_name({element_name(name, i): v for i, v in enumerate(value)}))
     return tensors
 
 

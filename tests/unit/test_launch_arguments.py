@@ -446,3 +446,29 @@ def test_tuple_of_host_descriptors() -> None:
     result = analyze_writes(descriptor_pair_add_one, {"descs": pair, "BM": 4, "BN": 8})
     assert result.written_names == frozenset({"descs[1]"}), result.reason
     check_matches_eager(prog, inputs)
+
+
+@pytest.mark.parametrize("mode", ["eager", "make_fx", "aot_function"])
+def test_grid_callable_writing_a_tensor_inside_a_tuple_raises(mode: str) -> None:
+    from functorch.compile import aot_function
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    import functional_triton as ft
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+
+        def grid(meta: dict[str, Any]) -> tuple[int]:
+            out.add_(1)
+            return (1,)
+
+        ft.wrap_triton(tuple_copy_kernel)[grid]((x, out), N, BLOCK=N)
+        return out
+
+    with pytest.raises(RuntimeError, match=r"the grid callable wrote to tensor 'ptrs\[1\]'"):
+        if mode == "eager":
+            prog(_vector())
+        elif mode == "make_fx":
+            make_fx(prog)(_vector())
+        else:
+            aot_function(prog, fw_compiler=nop)(_vector())
