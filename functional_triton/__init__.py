@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import autograd, dynamo, fake_rules, functionalize  # noqa: F401  (registers the rules)
+from . import autograd, dynamo, fake_rules, functionalize, transforms  # noqa: F401  (registers the rules)
 from .functionalize import AnalysisWarning
 from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import wrap_triton

@@ -155,3 +155,68 @@ def mode_rule_types(op: Any) -> tuple[type, ...] | None:
     """
     table = getattr(op, "python_key_table", None)
     return tuple(k for k in table if isinstance(k, type)) if isinstance(table, dict) else None
+
+
+def config_kwargs(config: Any) -> dict[str, Any]:
+    """What a ``triton.Config`` binds into a launch: its kwargs plus num_warps, num_stages, ....
+
+    triton 3.6 and 3.9: ``Autotuner.run`` launches ``fn.run(*args, **kwargs, **config.all_kwargs())``,
+    so a kernel parameter named ``num_warps`` receives the config's value. Older releases had
+    no ``all_kwargs`` and bound ``config.kwargs`` only.
+    """
+    all_kwargs = getattr(config, "all_kwargs", None)
+    if callable(all_kwargs):
+        return dict(all_kwargs())
+    return dict(config.kwargs)
+
+
+def _torch_dispatch_mode() -> type:
+    # torch 2.11 and 2.13: the base class of Python dispatch modes (make_fx's own modes derive from it).
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+TorchDispatchMode: type = _torch_dispatch_mode()
+
+
+def functorch_transforms() -> dict[str, Any]:
+    """The torch.func transforms a higher-order operator needs a rule for, besides functionalize.
+
+    torch 2.11 and 2.13: ``torch._functorch.pyfunctorch.TransformType`` (Vmap, Grad, Jvp), the keys
+    of ``HigherOrderOperator.py_impl``; a transform without a rule fails with a bare KeyError.
+    """
+    from torch._functorch.pyfunctorch import TransformType
+
+    names = {"Vmap": "vmap", "Grad": "grad", "Jvp": "jvp"}
+    return {label: getattr(TransformType, key) for key, label in names.items() if hasattr(TransformType, key)}
+
+
+def functorch_level(t: Any) -> int:
+    """The torch.func level that wraps ``t`` (-1 for a plain tensor). torch 2.11 and 2.13."""
+    import torch
+
+    return int(torch._C._functorch.maybe_get_level(t))
+
+
+def _numpy_release() -> tuple[int, ...]:
+    import numpy
+
+    return _release(numpy.__version__)
+
+
+# triton 3.6's interpreter cannot run a loop over a runtime bound with numpy>=2.4 (raw launches too:
+# "TypeError('only 0-dimensional arrays can be converted to Python scalars')"); seen with numpy 2.4 on
+# triton 3.6.0, fine with numpy 2.3.5 and with triton 3.7.1 and later. Goes when triton>=3.7 is the minimum.
+INTERPRETER_LOOPS_NEED_OLD_NUMPY: bool = TRITON_VERSION < (3, 7) and _numpy_release() >= (2, 4)
+_INTERPRETER_LOOP_ERROR = "only 0-dimensional arrays can be converted to Python scalars"
+
+
+def explain_interpreter_failure(error: BaseException) -> None:
+    """Add a note to a raw interpreted launch's error that this triton/numpy pair is known to cause."""
+    known = INTERPRETER_LOOPS_NEED_OLD_NUMPY and _INTERPRETER_LOOP_ERROR in str(error)
+    if known and hasattr(error, "add_note"):  # python>=3.11
+        error.add_note(
+            f"triton {triton.__version__}'s interpreter cannot run loops over runtime bounds with "
+            "numpy>=2.4 (raw launches fail the same way): install numpy<2.4, or triton>=3.7"
+        )

@@ -21,8 +21,13 @@ from torch.fx.experimental.proxy_tensor import (
 )
 
 from .aliasing import compute_layouts, geometry_of, surely_no_overlap
-from .descriptors import with_descriptors
-from .hops import KEEP_ALIVE, launch_plan, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from .hops import (
+    KEEP_ALIVE,
+    kernel_arguments,
+    launch_plan,
+    triton_kernel_wrapper_functional,
+    triton_kernel_wrapper_mutation,
+)
 from .kernel import kernel_info
 
 
@@ -34,14 +39,21 @@ _warned: weakref.WeakSet[Any] = weakref.WeakSet()
 _warned_lock = threading.Lock()
 
 
-def _warn_once(fn: Any, name: str, reason: str) -> None:
+def _warn_once(fn: Any, name: str, reason: str, outside: bool = False) -> None:
     with _warned_lock:
         if fn in _warned:
             return
         _warned.add(fn)
+    if outside:  # cloning every argument does not cover these writes: say so
+        consequence = (
+            "treating every tensor argument as written. It may also write memory outside its "
+            "arguments (through a pointer loaded from memory or made from an integer): the graph "
+            "cannot order such writes against other operations, and they are not functionalized"
+        )
+    else:
+        consequence = "treating every tensor argument as written (correct, but it clones them all)"
     warnings.warn(
-        f"functional_triton could not tell which arguments {name} writes ({reason}); "
-        "treating every tensor argument as written (correct, but it clones them all)",
+        f"functional_triton could not tell which arguments {name} writes ({reason}); {consequence}",
         AnalysisWarning,
         stacklevel=3,
     )
@@ -75,11 +87,9 @@ def analyze(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) 
     except ImportError:
         _warn_once(info.fn, info.name, "mutation analysis is not available")
         return Analysis(tensor_names, False, True)
-    analysis = analyze_writes(
-        plan.kernel, with_descriptors({**plan.constants, **kwargs}, plan.descriptors, checked=False)
-    )
+    analysis = analyze_writes(plan.kernel, kernel_arguments(plan, kwargs, checked=False))
     if analysis.written_names is None:
-        _warn_once(info.fn, info.name, analysis.reason or "unknown reason")
+        _warn_once(info.fn, info.name, analysis.reason or "unknown reason", analysis.writes_outside_arguments)
         return Analysis(tensor_names, False, True)
     written = analysis.written_names & tensor_names
     if analysis.opaque_side_effects and not written:

@@ -27,9 +27,10 @@ from .aliasing import (
 )
 from .bounds import checking_bounds, launch_checked_bounds
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
-from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
+from .kernel import GridByConfig, LaunchSpec, _is_plain, checked_grid_fn, kernel_info
 from .portable import exported_grid, node_indices, resolve
 from .side_table import kernel_side_table
+from .tuples import TUPLES_KEY, with_tuples
 
 
 class _TritonKernelWrapper(HigherOrderOperator):
@@ -167,8 +168,11 @@ GEOMETRY_KEY = "__functional_triton_geometry__"
 
 def launch_traced(spec: LaunchSpec) -> None:
     """Record a launch as a mutation-operator call (tracing modes take it from here)."""
-    grid = exported_grid(spec)  # Note [portable references]
-    grid_fn = grid if callable(grid) else None
+    if spec.traced_grid is not None:  # Note [traced grids]
+        grid, grid_fn = spec.traced_grid
+    else:
+        exported = exported_grid(spec)  # Note [portable references]
+        grid, grid_fn = (None, exported) if callable(exported) else (tuple(exported), None)
     geometry = tuple(
         (name, traced_geometry(t)) for name, t in spec.tensors.items() if isinstance(t, Tensor)
     )  # Note [traced geometry]
@@ -178,7 +182,7 @@ def launch_traced(spec: LaunchSpec) -> None:
     triton_kernel_wrapper_mutation(
         kernel_idx=kernel_idx,
         constant_args_idx=constant_args_idx,
-        grid=None if grid_fn is not None else tuple(grid),
+        grid=grid,
         kwargs=dict(spec.tensors),
     )
 
@@ -192,6 +196,7 @@ class _LaunchPlan(NamedTuple):
     constants: dict[str, Any]
     descriptors: dict[str, Any]
     geometry: tuple[tuple[str, TracedGeometry], ...]  # Note [traced geometry]
+    tuples: dict[str, Any]  # Note [tuple arguments]
 
 
 def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
@@ -199,8 +204,9 @@ def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
     constants = dict(constants)
     descriptors = constants.pop(DESCRIPTORS_KEY, {})
     geometry = constants.pop(GEOMETRY_KEY, ())
+    tuples = constants.pop(TUPLES_KEY, {})
     arg_names = tuple(kernel_info(kernel).arg_names)
-    return _LaunchPlan(kernel, grid_fn, arg_names, constants, descriptors, geometry)
+    return _LaunchPlan(kernel, grid_fn, arg_names, constants, descriptors, geometry, tuples)
 
 
 def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
@@ -210,17 +216,31 @@ def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
     return kernel_side_table.derived(kernel_idx, constant_args_idx, _plan)  # type: ignore[no-any-return]
 
 
+def kernel_arguments(plan: _LaunchPlan, kwargs: Mapping[str, Any], *, checked: bool = True) -> dict[str, Any]:
+    """Every kernel argument by parameter name: constants, descriptors and tuples rebuilt.
+
+    ``checked=False`` builds descriptors over traced tensors (see ``descriptors.rebuild``).
+    """
+    values = {**plan.constants, **kwargs}
+    if plan.descriptors:
+        values = with_descriptors(values, plan.descriptors, checked=checked)
+    if plan.tuples:
+        values = with_tuples(values, plan.tuples)
+    return values
+
+
 def launch_raw(
     kernel_idx: int, constant_args_idx: int, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]
 ) -> None:
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
     plan = launch_plan(kernel_idx, constant_args_idx)
-    values = {**plan.constants, **kwargs}
-    if plan.descriptors:
-        values = with_descriptors(values, plan.descriptors)
-    if plan.grid_fn is not None:
+    values = kernel_arguments(plan, kwargs)
+    if isinstance(plan.grid_fn, GridByConfig):  # Note [traced grids]
+        assert grid is not None, "functional_triton internal error: per-config node without grids"
+        launch_grid: Any = plan.grid_fn.chooser(grid)
+    elif plan.grid_fn is not None:
         tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
-        launch_grid: Any = checked_grid_fn(plan.grid_fn, tensors)
+        launch_grid = checked_grid_fn(plan.grid_fn, tensors)
     else:
         assert grid is not None, "functional_triton internal error: node without a grid"
         launch_grid = tuple(int(g) for g in grid)

@@ -18,7 +18,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ._compat import config_kwargs, explain_interpreter_failure
 from .descriptors import DESCRIPTORS_KEY, describe, is_descriptor
+from .grid_watch import GridWatch
+from .tuples import TUPLES_KEY, element_name, flatten, holds_traced
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PLAIN_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
@@ -103,7 +106,7 @@ def _describe(kernel: object) -> KernelInfo:
     while isinstance(inner, (Autotuner, Heuristics)):
         if isinstance(inner, Autotuner):
             for config in inner.configs:
-                provided.update(config.kwargs)
+                provided.update(config_kwargs(config))  # num_warps etc. too: triton binds them all
         else:
             provided.update(inner.values)
         inner = inner.fn
@@ -135,11 +138,14 @@ def kernel_info(kernel: object) -> KernelInfo:
     if hit is not None and hit[0]() is kernel:
         return hit[1]
     info = _describe(kernel)
+    # The callback may run at interpreter exit, after this module's globals were set to None:
+    # it reaches the cache and its lock through its own closure, never through the module.
+    infos, lock = _infos, _infos_lock
 
     def forget(_: weakref.ref[Any]) -> None:
-        with _infos_lock:
-            if _infos.get(key, (None,))[0] is ref:
-                del _infos[key]
+        with lock:
+            if infos.get(key, (None,))[0] is ref:
+                del infos[key]
 
     ref = weakref.ref(kernel, forget)
     with _infos_lock:
@@ -172,6 +178,27 @@ def _plain_values(values: Iterable[Any]) -> bool:
             if v.is_meta:
                 return False
         elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+            return False
+    return True
+
+
+def _is_eager(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Like ``_is_plain``, for a user's launch: meta tensors launch the raw kernel too.
+
+    A raw launch on meta tensors raises (they hold no data); so must a wrapped one, rather
+    than reach the operator's meta rule and silently do nothing.
+    """
+    if _dispatch_stack_len() or _functorch_stack() is not None:
+        return False
+    return _eager_values(args) and (not kwargs or _eager_values(kwargs.values()))
+
+
+def _eager_values(values: Iterable[Any]) -> bool:
+    for v in values:
+        t = type(v)
+        if t is Tensor or t is _Parameter or t in _CONSTANT_TYPES:
+            continue
+        if isinstance(v, _TRACEABLE_TYPES):
             return False
     return True
 
@@ -220,12 +247,36 @@ def check_grid(grid: object) -> None:
             )
 
 
-def _check_grid_result(
-    result: object, before: Mapping[str, int], tensors: Mapping[str, Tensor]
-) -> tuple[Any, ...]:
-    for n, t in tensors.items():
-        if t._version != before[n]:
-            raise RuntimeError(f"the grid callable wrote to tensor '{n}'; a grid must not mutate tensors")
+def _version(t: Tensor) -> int | None:
+    """The tensor's version counter; None for an inference tensor, which has none."""
+    if t.is_inference():
+        return None
+    return int(t._version)
+
+
+def _run_grid(
+    grid: Callable[..., Any], meta: dict[str, Any], tensors: Mapping[str, Tensor]
+) -> tuple[Any, list[str]]:
+    """Call a grid callable: its result and the tensors it wrote.
+
+    Version counters see writes; writes to tensors without one (inference tensors) are seen by
+    watching the ops the callable runs (Note [grid watch]).
+    """
+    before = {n: _version(t) for n, t in tensors.items()}
+    if None in before.values():
+        with GridWatch(tensors) as seen:
+            result = grid(meta)
+        written = list(seen.written)
+    else:
+        result, written = grid(meta), []
+    written += [n for n, v in before.items() if v is not None and _version(tensors[n]) != v]
+    return result, written
+
+
+def _check_grid_result(result: object, written: Sequence[str]) -> tuple[Any, ...]:
+    if written:
+        name = written[0]
+        raise RuntimeError(f"the grid callable wrote to tensor '{name}'; a grid must not mutate tensors")
     if not isinstance(result, (tuple, list)):
         raise TypeError(
             f"the grid callable must return a tuple of 1 to 3 ints, got {type(result).__name__} {result!r}"
@@ -235,51 +286,167 @@ def _check_grid_result(
 
 
 def checked_grid_fn(grid: Callable[..., Any], tensors: Mapping[str, Tensor]) -> Callable[..., Any]:
-    """Wrap a grid callable so that a bad result or a tensor write raises, naming the grid."""
+    """Wrap a grid callable so that a bad result or a tensor write raises, naming the grid.
+
+    Used where the callable runs on real tensors (eager, and graphs whose grid could not be
+    evaluated while tracing): a symbolic entry there is a size left over from tracing.
+    """
 
     def grid_fn(meta: dict[str, Any]) -> tuple[Any, ...]:
-        before = {n: t._version for n, t in tensors.items()}
-        return _check_grid_result(grid(meta), before, tensors)
+        result, written = _run_grid(grid, meta, tensors)
+        checked = _check_grid_result(result, written)
+        stale = [g for g in checked if isinstance(g, torch.SymInt)]
+        if stale:
+            raise RuntimeError(
+                f"the grid callable returned the symbolic size {stale[0]} at run time: it holds a size "
+                "from tracing (a closure over a traced tensor's size?); read sizes from the meta "
+                "argument or the tensors in it instead"
+            )
+        return checked
 
     return grid_fn
 
 
-def _grid_metas(kernel: Any, bound: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The meta dicts a grid callable will see: one per autotune config, heuristics applied."""
+_Key = tuple[tuple[str, Any], ...]
+
+
+def _grid_metas(kernel: Any, bound: Mapping[str, Any]) -> list[tuple[_Key, dict[str, Any]]]:
+    """The meta dicts a grid callable will see, one per autotune config, heuristics applied,
+    each with the config and heuristic values that tell it apart (in launch order, like triton)."""
     from triton.runtime.autotuner import Autotuner, Heuristics
 
-    metas = [dict(bound)]
+    params = frozenset(kernel_info(kernel).arg_names)  # triton hands the grid the parameters only
+    metas: list[tuple[_Key, dict[str, Any]]] = [((), dict(bound))]
     inner = kernel
     while isinstance(inner, (Autotuner, Heuristics)):
         if isinstance(inner, Autotuner) and inner.configs:
-            metas = [{**m, **c.kwargs} for m in metas for c in inner.configs]
+            metas = [
+                ((*key, *sorted(values.items())), {**m, **values})
+                for key, m in metas
+                for c in inner.configs
+                for values in [{k: v for k, v in config_kwargs(c).items() if k in params}]
+            ]
         elif isinstance(inner, Heuristics):
-            for m in metas:
-                for name, heuristic in inner.values.items():
-                    try:
-                        m[name] = heuristic(m)
-                    except Exception:  # noqa: BLE001 - it runs again, for real, at launch time
-                        pass
+            metas = [_apply_heuristics(inner, key, m) for key, m in metas]
         inner = inner.fn
     return metas
 
 
-def check_grid_at_trace(kernel: Any, grid: GridType, bound: Mapping[str, Any]) -> None:
-    """Evaluate a grid callable while tracing, so a bad grid or a tensor write raises now.
+def _apply_heuristics(heuristics: Any, key: _Key, meta: dict[str, Any]) -> tuple[_Key, dict[str, Any]]:
+    found = []
+    for name, heuristic in heuristics.values.items():
+        try:
+            meta[name] = heuristic(meta)
+        except Exception:  # noqa: BLE001 - it runs again, for real, at launch time
+            continue
+        found.append((name, meta[name]))
+    return (*key, *found), meta
 
-    At run time the callable sees the graph's tensors, not the traced ones; a write it
-    makes then could not be reported against the program the user wrote.
+
+def _same_grid(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Equal without guarding: symbolic entries are equal only when they are the same object."""
+    if len(a) != len(b):
+        return False
+    return all(x is y or (type(x) is int and type(y) is int and x == y) for x, y in zip(a, b))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:  # the interpreter hands non-constexpr parameters to the grid as 1-element arrays
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable: not this config
+        return False
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GridByConfig:
+    """The grid of a node whose grid callable gave each autotune config its own grid.
+
+    The node's grid is then a tuple of grids, one per key; at launch time the meta triton
+    hands the grid holds the values of the config it chose (Note [traced grids]).
+    """
+
+    keys: tuple[_Key, ...]
+
+    def chooser(self, grids: Sequence[Sequence[Any]]) -> Callable[[Mapping[str, Any]], tuple[int, ...]]:
+        def grid_fn(meta: Mapping[str, Any]) -> tuple[int, ...]:
+            for key, grid in zip(self.keys, grids):
+                if all(k in meta and _equal(meta[k], v) for k, v in key):
+                    return tuple(int(g) for g in grid)
+            raise AssertionError(
+                f"functional_triton internal error: no traced grid for the launch's config {dict(meta)}"
+            )
+
+        return grid_fn
+
+
+# Note [traced grids]
+# A grid callable evaluated while tracing sees the traced sizes: under dynamic shapes its result
+# is the symbolic grid (``triton.cdiv(n, meta["BLOCK"])`` with ``n = x.numel()`` a SymInt). That
+# result, not the callable, goes into the node: called again when the graph runs, a callable that
+# closes over a traced size would only ever see the trace-time value. One grid per autotune
+# config (and heuristic value); when they all agree (no config in the grid, or a single config)
+# the node holds that one grid, as a static grid would. When they differ, the node holds them
+# all and the side table a ``GridByConfig`` that picks, at launch time, the grid of the config
+# triton chose (the meta triton hands the grid holds the config's values).
+# A grid that reads tensor data gets, under dynamic shapes, an unbacked symbolic size that the
+# graph itself computes from the data when it runs. The callable itself is kept, and called at run
+# time on the real arguments as in eager, only when it cannot be evaluated while tracing (it
+# raised, e.g. reading data a fake tensor lacks); a symbolic entry it returns then raises.
+
+
+def trace_grid(
+    kernel: Any, grid: GridType, bound: Mapping[str, Any]
+) -> tuple[tuple[Any, ...] | None, Any]:
+    """The node's grid and the side table's grid callable for a traced launch (Note [traced grids]).
+
+    A bad grid, or a grid callable that writes a tensor, raises now: at run time the callable
+    would see the graph's tensors, and a write could not be reported against the user's program.
     """
     if not callable(grid):
-        return
-    tensors = {n: v for n, v in bound.items() if isinstance(v, Tensor)}
-    for meta in _grid_metas(kernel, bound):
-        before = {n: t._version for n, t in tensors.items()}
+        return traced_grid_entries(grid), None  # type: ignore[arg-type]
+    tensors = _tensors_by_name(bound)
+    keys: list[_Key] = []
+    grids: list[tuple[Any, ...]] = []
+    for key, meta in _grid_metas(kernel, bound):
         try:
-            result = grid(meta)
-        except Exception:  # noqa: BLE001 - e.g. a key only known at launch: checked again then
-            continue
-        _check_grid_result(result, before, tensors)
+            result, written = _run_grid(grid, meta, tensors)
+        except Exception:  # noqa: BLE001 - e.g. data a fake tensor lacks: called at launch time
+            return None, grid
+        checked = _check_grid_result(result, written)
+        keys.append(key)
+        grids.append(traced_grid_entries(checked))
+    if all(_same_grid(g, grids[0]) for g in grids):
+        return grids[0], None
+    return tuple(grids), GridByConfig(tuple(keys))
+
+
+def traced_grid_entries(grid: Sequence[Any]) -> tuple[Any, ...]:
+    """A grid as an FX node can hold it: ints and SymInts (numpy integers and 0-d tensors converted)."""
+    return tuple(_traced_entry(i, g, grid) for i, g in enumerate(grid))
+
+
+def _traced_entry(position: int, g: Any, grid: Sequence[Any]) -> Any:
+    if type(g) is int or isinstance(g, torch.SymInt):
+        return g
+    if not isinstance(g, Tensor):
+        return operator.index(g)  # numpy integers, int subclasses (check_grid refused the rest)
+    where = f"grid entry {position} of {tuple(grid)!r}"
+    if g.numel() != 1 or g.is_floating_point() or g.is_complex() or g.dtype is torch.bool:
+        raise TypeError(f"{where} is a {g.dtype} tensor of {g.numel()} elements; a grid entry must be an int")
+    try:
+        value = g.item()
+    except Exception as e:
+        raise TypeError(
+            f"{where} is a tensor: its value is data, known only when the graph runs. Trace with "
+            "dynamic shapes (make_fx(..., tracing_mode='symbolic')) to make it a symbolic size, or "
+            "pass an int"
+        ) from e
+    if isinstance(value, torch.SymInt):
+        return value
+    raise TypeError(
+        f"{where} is a tensor: a traced graph would launch with the value it holds now ({value}), "
+        "not the one it holds when the graph runs; pass int(...) of it if that is intended"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,8 +457,12 @@ class LaunchSpec:
     info: KernelInfo
     grid: GridType
     tensors: dict[str, Any]  # tensors and symbolic scalars, by parameter name
-    # everything else, by parameter name; DESCRIPTORS_KEY holds TensorDescriptor metadata
+    # everything else, by parameter name; DESCRIPTORS_KEY holds TensorDescriptor metadata,
+    # TUPLES_KEY the templates of tuple arguments (Note [tuple arguments])
     constants: dict[str, Any]
+    # (node grid, side-table grid callable) as trace_grid gives them (Note [traced grids]);
+    # None: the grid as given (a tuple in the node, or the callable in the side table)
+    traced_grid: tuple[Any, Any] | None = None
 
 
 def bind_arguments(info: KernelInfo, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -325,47 +496,100 @@ def _device_error(info: KernelInfo, name: str, t: Tensor) -> str | None:
 def make_launch_spec(
     kernel: Any, info: KernelInfo, grid: GridType, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> LaunchSpec:
-    """Bind and validate a launch; split tensors and SymInts from constants."""
+    """Bind and validate a launch; split tensors and SymInts from constants.
+
+    Tensors, SymInts and descriptors inside tuple arguments are traced too (Note [tuple arguments]).
+    """
     check_grid(grid)
     bound = bind_arguments(info, args, kwargs)
-    tensors: dict[str, Any] = {}
+    split = _Split(info)
     constants: dict[str, Any] = {}
-    devices = set()
-    descriptors: dict[str, Any] = {}
+    templates: dict[str, tuple[Any, ...]] = {}
     for name, value in bound.items():
+        if isinstance(value, tuple) and holds_traced(value, _is_traceable_leaf):
+            if name in info.constexpr_names:
+                raise TypeError(
+                    f"argument '{name}' of {info.name} is a tl.constexpr and cannot hold tensors "
+                    f"or symbolic values, got {_short(value)}"
+                )
+            templates[name] = flatten(name, value, split.take)
+        elif not split.take(name, value):
+            constants[name] = value
+    split.check_devices()
+    if split.descriptors:
+        constants[DESCRIPTORS_KEY] = split.descriptors
+    if templates:
+        constants[TUPLES_KEY] = templates
+    return LaunchSpec(kernel, info, grid, split.tensors, constants)
+
+
+def _is_traceable_leaf(value: Any) -> bool:
+    return isinstance(value, _TRACEABLE_TYPES) or is_descriptor(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Split:
+    """Collects a launch's traced arguments (tensors, SymInts, descriptor bases) by name."""
+
+    def __init__(self, info: KernelInfo) -> None:
+        self.info = info
+        self.tensors: dict[str, Any] = {}
+        self.descriptors: dict[str, Any] = {}
+        self.devices: set[torch.device] = set()
+
+    def take(self, name: str, value: Any) -> bool:
+        """Record ``value`` if it must be traced; False for a constant."""
+        info = self.info
         if is_descriptor(value):
-            descriptors[name] = describe(name, value)
+            self.descriptors[name] = describe(name, value)
             value = value.base
         if isinstance(value, Tensor):
             if name in info.constexpr_names:
                 raise TypeError(f"argument '{name}' of {info.name} is a tl.constexpr and cannot be a tensor")
+            if value.layout != torch.strided:
+                raise TypeError(
+                    f"argument '{name}' of {info.name} is a tensor with layout {value.layout}; Triton "
+                    "kernels take strided tensors (pass .to_dense(), or the sparse tensor's values())"
+                )
             message = _device_error(info, name, value)
             if message is not None:
                 raise ValueError(message)
-            devices.add(value.device)
-            tensors[name] = value
+            self.devices.add(value.device)
         elif isinstance(value, _SYM_TYPES):
             if name in info.constexpr_names:
                 raise TypeError(
                     f"argument '{name}' of {info.name} is a tl.constexpr and got a symbolic "
                     f"value {value}; a constexpr must be a Python constant"
                 )
-            tensors[name] = value
         else:
-            constants[name] = value
-    if len(devices) > 1:
-        raise ValueError(
-            f"the tensor arguments of {info.name} are on several devices: "
-            + ", ".join(f"'{n}' on {t.device}" for n, t in tensors.items() if isinstance(t, Tensor))
-        )
-    if descriptors:
-        constants[DESCRIPTORS_KEY] = descriptors
-    return LaunchSpec(kernel, info, grid, tensors, constants)
+            return False
+        self.tensors[name] = value
+        return True
+
+    def check_devices(self) -> None:
+        if len(self.devices) > 1:
+            raise ValueError(
+                f"the tensor arguments of {self.info.name} are on several devices: "
+                + ", ".join(f"'{n}' on {t.device}" for n, t in self.tensors.items() if isinstance(t, Tensor))
+            )
 
 
 def _grid_tensors(info: KernelInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Tensor]:
-    tensors = {n: v for n, v in zip(info.arg_names, args) if isinstance(v, Tensor)}
-    tensors.update((n, v) for n, v in kwargs.items() if isinstance(v, Tensor))
+    return _tensors_by_name({**dict(zip(info.arg_names, args)), **kwargs})
+
+
+def _tensors_by_name(values: Mapping[str, Any]) -> dict[str, Tensor]:
+    """The tensors among launch arguments, those inside tuples by their derived names."""
+    tensors: dict[str, Tensor] = {}
+    for name, value in values.items():
+        if isinstance(value, Tensor):
+            tensors[name] = value
+        elif isinstance(value, tuple):
+            tensors.update(_tensors_by_name({element_name(name, i): v for i, v in enumerate(value)}))
     return tensors
 
 
@@ -374,7 +598,7 @@ def _launch(
 ) -> Any:
     if isinstance(grid, list):  # compiled triton takes lists; its interpreter does not
         grid = tuple(grid)
-    if _is_plain(args, kwargs):
+    if _is_eager(args, kwargs):
         check_grid(grid)
         unknown = [k for k in kwargs if k not in info.keyword_names]
         if unknown:  # the interpreter would silently drop it
@@ -401,9 +625,16 @@ def _after_failure(
         return _launch_traced(kernel, info, grid, args, kwargs)
     # Name the argument if the launch itself was malformed; else the kernel's own error.
     try:
-        make_launch_spec(kernel, info, grid, args, kwargs)
+        spec = make_launch_spec(kernel, info, grid, args, kwargs)
     except (TypeError, ValueError) as ours:
         raise ours from error
+    meta = [n for n, t in spec.tensors.items() if isinstance(t, Tensor) and t.is_meta]
+    if meta:
+        raise ValueError(
+            f"argument '{meta[0]}' of {info.name} is a meta tensor: it holds no data, so the kernel "
+            "cannot run on it (trace the program with FakeTensorMode or make_fx to run it without data)"
+        ) from error
+    explain_interpreter_failure(error)
     raise error
 
 
@@ -415,8 +646,8 @@ def _launch_traced(
     if isinstance(grid, list):
         grid = tuple(grid)
     spec = make_launch_spec(kernel, info, grid, args, kwargs)
-    check_grid_at_trace(kernel, grid, {**spec.constants, **spec.tensors})
-    launch_traced(spec)
+    bound = bind_arguments(info, args, kwargs)
+    launch_traced(dataclasses.replace(spec, traced_grid=trace_grid(kernel, grid, bound)))
 
 
 _INT_TUPLE_TYPES: dict[tuple[type, ...], bool] = {(int,): True, (int, int): True, (int, int, int): True}
@@ -438,7 +669,7 @@ class _BoundLaunch:
         if (
             _INT_TUPLE_TYPES.get(grid_types)
             and (not kwargs or info.keyword_names.issuperset(kwargs))
-            and _is_plain(args, kwargs)
+            and _is_eager(args, kwargs)
         ):
             try:
                 return kernel.run(*args, grid=grid, warmup=False, **kwargs)

@@ -21,8 +21,11 @@ import builtins
 import contextlib
 import dataclasses
 import inspect
+import re
+import struct
 import threading
 import types
+import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -34,6 +37,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction, KernelParam, type_canonicalisation_dict
 
 from . import _compat
+from .tuples import element_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +48,15 @@ class WriteAnalysis:
     reason: why the answer is unknown (short, human readable), else None.
     opaque_side_effects: the kernel may have effects not visible through its tensor arguments
         (writes through untraceable pointers, inline asm, prints/asserts): never dead-code eliminate it.
+    writes_outside_arguments: the kernel may write memory that no argument's address leads to (through a
+        pointer loaded from memory or made from an integer, or non-pure inline asm): no graph can order
+        such writes, cloning the arguments does not cover them.
     """
 
     written_names: frozenset[str] | None
     reason: str | None
     opaque_side_effects: bool
+    writes_outside_arguments: bool = False
 
 
 class _Unknown(Exception):
@@ -134,7 +142,8 @@ def _expand_autotuner(tuner: Autotuner, args: dict[str, object]) -> _Plan:
     for config in tuner.configs:
         if getattr(config, "pre_hook", None) is not None:
             raise _Unknown("a triton.Config pre_hook may write any argument")
-        plans.append(_expand(tuner.fn, {**args, **config.kwargs}))
+        # Triton launches with config.all_kwargs(): num_warps / num_stages may be kernel parameters.
+        plans.append(_expand(tuner.fn, {**args, **_compat.config_kwargs(config)}))
     # reset_to_zero arguments are zeroed while benchmarking: a write the kernel text does not show.
     zeroed = _Plan((), frozenset(n for n in tuner.reset_to_zero if isinstance(args.get(n), torch.Tensor)))
     return _merge([*plans, zeroed])
@@ -181,9 +190,10 @@ _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 class _TtirArg(NamedTuple):
     """What one argument of the TTIR kernel function should be."""
 
-    name: str  # the kernel parameter it comes from
+    name: str  # the kernel parameter it comes from (a tuple element's derived name, Note [tuple arguments])
     pointer: bool  # a pointer or tensor descriptor (a tensor or descriptor parameter's first argument)
     head: bool  # the parameter's own argument, not one a descriptor adds (shape/stride scalars)
+    ttir_name: str = ""  # the name triton gives the argument ("ptrs.0" for ptrs[0]); "" means `name`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,6 +243,14 @@ def _specialize(fn: Callable[..., Any], args: Mapping[str, object]) -> _Spec:
             signature[name] = "constexpr"
             constants[(index,)] = value
             key = _extend_key(key, value)
+        elif isinstance(value, tuple) and not param.annotation_type:
+            # Note [tuple arguments]: one TTIR argument per non-constexpr element, in order.
+            found: dict[tuple[int, ...], object] = {}
+            signature[name] = _tuple_signature(name, name, value, (index,), found, ttir_args)  # type: ignore[assignment]
+            constants.update(found)
+            key = None if key is None else [*key, ("tuple", repr(signature[name]))]
+            for part in found.values():
+                key = _extend_key(key, part)
         else:
             # Scalars are never value-specialised here: the TTIR keeps every branch on them, which can
             # only add writes. Their type still follows triton (i32/i64/u64 by range, fp32, u1).
@@ -243,11 +261,46 @@ def _specialize(fn: Callable[..., Any], args: Mapping[str, object]) -> _Spec:
     return _Spec(frozen_key, signature, constants, tuple(ttir_args))
 
 
-def _ttir_args(name: str, value: object) -> list[_TtirArg]:
+def _ttir_args(name: str, value: object, ttir_name: str = "") -> list[_TtirArg]:
     if _is_descriptor(value):
         extra = _compat.DESCRIPTOR_SCALARS_PER_DIM * len(value.block_shape)  # type: ignore[attr-defined]
-        return [_TtirArg(name, True, True), *(_TtirArg(name, False, False) for _ in range(extra))]
-    return [_TtirArg(name, isinstance(value, torch.Tensor), True)]
+        return [_TtirArg(name, True, True, ttir_name), *(_TtirArg(name, False, False) for _ in range(extra))]
+    return [_TtirArg(name, isinstance(value, torch.Tensor), True, ttir_name)]
+
+
+def _tuple_signature(
+    name: str,
+    ttir_name: str,
+    value: tuple[object, ...],
+    path: tuple[int, ...],
+    constants: dict[tuple[int, ...], object],
+    ttir_args: list[_TtirArg],
+) -> tuple[object, ...]:
+    """Triton's signature of a tuple argument (a tuple of type strings, nested, namedtuples kept).
+
+    Constexpr elements (None, tl.constexpr, strings, dtypes, functions) go to ``constants`` by path;
+    every other element becomes a TTIR argument named as tuples.element_name names it.
+    """
+    fields = getattr(value, "_fields", None)
+    sig: list[object] = []
+    for i, element in enumerate(value):
+        sub, sub_path = element_name(name, i), (*path, i)
+        sub_ttir = f"{ttir_name}.{fields[i] if fields else i}"
+        if isinstance(element, tuple):
+            sig.append(_tuple_signature(sub, sub_ttir, element, sub_path, constants, ttir_args))
+        elif _is_constexpr_element(element):
+            sig.append("constexpr")
+            constants[sub_path] = element
+        else:
+            sig.append(_value_type(sub, element))
+            ttir_args.extend(_ttir_args(sub, element, sub_ttir))
+    return type(value)(*sig) if fields else tuple(sig)  # type: ignore[arg-type]
+
+
+def _is_constexpr_element(value: object) -> bool:
+    if isinstance(value, (torch.Tensor, bool, int, float, *_SYMBOLIC)) or _is_descriptor(value):
+        return False
+    return True  # None, tl.constexpr, str, dtypes, jit functions: triton specialises them
 
 
 def _is_descriptor(value: object) -> bool:
@@ -313,7 +366,9 @@ def _freeze(value: object) -> Hashable:
     """A cache-key form of a constexpr value, keeping no user function alive."""
     if isinstance(value, tl.constexpr):
         value = value.value
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if isinstance(value, float):  # by bits: -0.0 and 0.0 (and NaN payloads) are different constexprs
+        return (type(value).__name__, struct.pack("<d", value))
+    if value is None or isinstance(value, (bool, int, str)):
         return (type(value).__name__, value)  # True and 1 are different constexprs
     if isinstance(value, tuple):
         return ("tuple", tuple(_freeze(v) for v in value))
@@ -348,10 +403,11 @@ def _analyze_spec(leaf: object, spec: _Spec) -> WriteAnalysis:
     except Exception as exc:  # a TTIR shape the reader does not expect: unknown, never fewer writes
         return _unknown(f"TTIR analysis failed: {_describe(exc)}")
     if summary.unknown is not None:
-        return _unknown(summary.unknown)
+        return dataclasses.replace(_unknown(summary.unknown), writes_outside_arguments=summary.anywhere)
     untraced = sorted(origin for origin in summary.written if origin < 0)
     if untraced:
-        return _unknown(f"writes through a {summary.origins[untraced[0]]}")
+        reason = f"writes through a {summary.origins[untraced[0]]}"
+        return dataclasses.replace(_unknown(reason), writes_outside_arguments=True)
     names = frozenset(spec.ttir_args[i].name for i in summary.written)
     return WriteAnalysis(names, None, summary.side_effects)
 
@@ -368,8 +424,9 @@ def _check_arguments(program: _Program, spec: _Spec) -> None:
             raise _Unknown(
                 f"TTIR argument for '{expected.name}' does not match its value (pointer vs scalar)"
             )
-        if expected.head and arg_name and arg_name != expected.name:
-            raise _Unknown(f"TTIR argument '{arg_name}' is where '{expected.name}' was expected")
+        wanted = expected.ttir_name or expected.name
+        if expected.head and arg_name and arg_name != wanted:
+            raise _Unknown(f"TTIR argument '{arg_name}' is where '{wanted}' was expected")
 
 
 # --- TTIR generation ------------------------------------------------------------------------------
@@ -383,7 +440,11 @@ def _generate_ttir(leaf: object, signature: dict[str, str], constants: dict[tupl
     backend, options, target = _backend()
     memo: dict[int, object] = {}
     interpreted = _compat.interpreter_enabled() or isinstance(leaf, InterpretedFunction)
-    with _interpreter_guard(memo) if interpreted else contextlib.nullcontext():
+    # The frontend's warnings (deprecations: tl.make_block_ptr on triton 3.7, a non-boolean tl.where
+    # condition) are about the kernel, and its real compilation says them again; here they must not
+    # turn into errors under the caller's filters (pytest's filterwarnings=error) and fail the analysis.
+    with warnings.catch_warnings(), _interpreter_guard(memo) if interpreted else contextlib.nullcontext():
+        warnings.simplefilter("ignore")
         fn = _analysis_jit(leaf.fn, memo)  # type: ignore[attr-defined]
         constants = {path: _for_codegen(value, memo) for path, value in constants.items()}
         context = ir.context()
@@ -685,11 +746,23 @@ class _ModuleReader:
         return self.blocks[bid]
 
 
+# A name location prints as loc("outer"("inner"("file":line:col))); each `"name"(` opens one.
+_NAME_LOC = re.compile(r'"((?:[^"\\]|\\.)*)"\(')
+
+
 def _argument_name(value: Any) -> str:
+    """The name triton bound a kernel argument to: the innermost name of its location.
+
+    The code generator wraps a value's location in another name each time the value is bound to a
+    variable (``if c: p = x_ptr + 1 else: p = x_ptr`` names the argument "p" around "x_ptr"), so
+    ``get_name()`` gives the last binding; the parameter's own name is the first.
+    """
     if not _compat.HAS_LOCATION_NAME:
         return ""
     try:
-        return str(value.get_loc().get_name() or "")
+        loc = value.get_loc()
+        names = _NAME_LOC.findall(str(loc))
+        return names[-1] if names else str(loc.get_name() or "")
     except Exception:  # not a named location: no name to check against
         return ""
 
@@ -786,6 +859,7 @@ class _Summary:
     unknown: str | None  # a possible write no origin describes (impure asm, unmodelled pointer op)
     side_effects: bool
     origins: Mapping[int, str]  # what each negative origin is, for messages
+    anywhere: bool = False  # `unknown` is a write to any memory (non-pure inline asm), not only arguments
 
 
 @dataclasses.dataclass
@@ -796,6 +870,7 @@ class _State:
     written: set[int] = dataclasses.field(default_factory=set)
     returns: list[_Origins] = dataclasses.field(default_factory=list)
     unknown: str | None = None
+    anywhere: bool = False  # see _Summary.anywhere
     side_effects: bool = False
     changed: bool = False
 
@@ -878,6 +953,7 @@ class _TaintAnalysis:
             state.unknown,
             state.side_effects,
             self.origins,
+            state.anywhere,
         )
 
     def _untraced(self, op: _Op, what: str) -> _Origins:
@@ -932,6 +1008,7 @@ class _TaintAnalysis:
         if op.name == "tt.elementwise_inline_asm":
             if not op.pure:
                 state.fail("non-pure inline asm (tt.elementwise_inline_asm) may write any memory")
+                state.anywhere = True
             self._results_untraced(op, state, "pointer returned by inline asm")
         elif op.name in _EFFECT_OPS:
             state.side_effects = True
@@ -973,6 +1050,7 @@ class _TaintAnalysis:
         callee = self.summary(op.callee)
         if callee.unknown is not None:
             state.fail(callee.unknown)
+            state.anywhere = state.anywhere or callee.anywhere
         state.side_effects = state.side_effects or callee.side_effects
         state.write(self._at_call(callee.written, op, state))
         for index, result in enumerate(op.results):

@@ -17,10 +17,14 @@ table, and an eager launch never touches it.
 from __future__ import annotations
 
 import itertools
+import struct
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
+
+import numpy as np
+import triton.language as tl
 
 
 class _Entry:
@@ -148,9 +152,42 @@ class KernelSideTable:
         return self._get(index, "constant arguments")  # type: ignore[no-any-return]
 
 
-def _constant_key(constants: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
-    # The type is part of the key: 1, 1.0 and True are equal but launch differently.
-    return tuple((k, type(v), v) for k, v in sorted(constants.items(), key=lambda kv: kv[0]))
+def _constant_key(constants: Mapping[str, Any]) -> tuple[tuple[str, Hashable], ...]:
+    """Equal keys for exactly the constant dicts that launch alike (Note [constant keys])."""
+    return tuple((k, exact_key(v)) for k, v in sorted(constants.items(), key=lambda kv: kv[0]))
+
+
+# Note [constant keys]
+# Two traced launches may share a constant-args entry only if the kernel cannot tell their
+# constants apart. Python's ``==`` is far coarser than that: ``0.0 == -0.0`` (``1/x`` gives
+# +inf or -inf), ``True == 1 == 1.0`` (triton types them u1, i32, fp32),
+# ``(2.0**40,) == (2**40,)``, NaNs are never equal to themselves and their payloads differ,
+# ``np.float32(0.5) == 0.5``. So a constant is keyed by its exact type and its bits,
+# recursively: floats by their IEEE-754 bytes (sign of zero and NaN payloads included), numpy
+# scalars by dtype and bytes, tuples element by element with the tuple's own type (a
+# namedtuple is not a tuple), ``tl.constexpr`` by what it wraps. Anything else that is
+# hashable is keyed by type and value; what is not (lists, dicts) gets a key of its own,
+# never shared.
+_ATOMS = (int, bool, str, bytes, type(None))
+
+
+def exact_key(value: Any) -> Hashable:
+    """A key equal for two constants exactly when a kernel cannot tell them apart (Note [constant keys])."""
+    cls = type(value)
+    if cls in _ATOMS:
+        return (cls, value)
+    if isinstance(value, float):
+        return (cls, struct.pack("<d", value))
+    if isinstance(value, tuple):
+        return (cls, tuple(exact_key(v) for v in value))
+    if isinstance(value, np.generic):
+        return (cls, value.dtype.str, value.tobytes())
+    if isinstance(value, complex):
+        return (cls, struct.pack("<dd", value.real, value.imag))
+    if isinstance(value, tl.constexpr):
+        return (cls, exact_key(value.value))
+    hash(value)  # TypeError for unhashable values: the caller keys them by identity
+    return (cls, value)
 
 
 kernel_side_table = KernelSideTable()
