@@ -121,3 +121,14 @@ def fx_sees_side_effect(op: Any) -> bool:
 
     graph = torch.fx.Graph()
     return bool(graph.call_function(op, (), {}).is_impure())
+
+
+def call_from_kernel(generator: Any, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Emit a call of the JITFunction ``kernel`` from triton's code generator ``generator``.
+
+    triton 3.6 and 3.9: ``CodeGenerator.call_Function`` calls an object marked ``__triton_builtin__``
+    with ``_generator=<the CodeGenerator>`` when its signature has that parameter, and
+    ``CodeGenerator.call_JitFunction(fn, args, kwargs)`` is what it runs for a JITFunction callee.
+    Used by Note [wrapped kernels as callees] in kernel.py.
+    """
+    return generator.call_JitFunction(kernel, list(args), kwargs)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ._compat import call_from_kernel
 from .descriptors import DESCRIPTORS_KEY, describe, is_descriptor
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -447,14 +448,45 @@ class _BoundLaunch:
         return _launch(kernel, info, grid, args, kwargs)
 
 
+# Note [wrapped kernels as callees]
+# A wrapped ``@triton.jit`` helper stays callable from other kernels, as the helper itself is:
+# replacing a module's ``silu`` by ``wrap_triton(silu)`` must not break the kernels that call
+# ``silu(x)``. Three callers look the name up:
+#   - the interpreter runs the caller as Python and calls the object: ``__call__`` calls the kernel;
+#   - triton's code generator accepts a global that is a JITFunction or a triton builtin, and calls
+#     a builtin with its own generator when the signature asks for ``_generator``: ``__call__``
+#     then emits the call of the wrapped JITFunction, exactly as for the helper itself
+#     (``_compat.call_from_kernel``);
+#   - the dependency finder behind a caller's cache key hashes the objects an "aggregate" lists in
+#     ``hash_attrs``: the wrapped kernel, so editing the helper still invalidates its callers.
+# The wrapper is not a JITFunction subclass on purpose: Dynamo would then take it for a raw
+# kernel and route its launches through PyTorch's own operator instead of this library's.
+
+
 class TritonKernel:
     """A Triton kernel whose launches tracing can see. Made by ``wrap_triton``."""
 
     __slots__ = ("kernel", "info")
+    # Note [wrapped kernels as callees]: the markers triton reads (triton 3.6 and 3.9).
+    __triton_builtin__ = True
+    __triton_aggregate__ = True
+    kernel: Any
+    info: KernelInfo
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self.info = kernel_info(kernel)
+
+    @property
+    def hash_attrs(self) -> tuple[Any, ...]:
+        """What a caller's cache key hashes for this object (Note [wrapped kernels as callees])."""
+        return (self.kernel,)
+
+    def __call__(self, *args: Any, _generator: Any = None, **kwargs: Any) -> Any:
+        """Called from inside another kernel: behave like the wrapped kernel there."""
+        if _generator is not None:  # triton's code generator (Note [wrapped kernels as callees])
+            return call_from_kernel(_generator, self.kernel, args, kwargs)
+        return self.kernel(*args, **kwargs)  # the interpreter; outside a kernel, triton's own error
 
     def __getitem__(self, grid: GridType) -> Callable[..., Any]:
         return _BoundLaunch(self.kernel, self.info, grid)

@@ -1,0 +1,243 @@
+"""Liger-Kernel's ops, every kernel launch routed through ``ft.wrap_triton``, against eager Liger.
+
+The eager reference is Liger itself (raw kernels). The traced run replaces every module-level kernel
+of Liger's op modules by its wrapper (``routed_through_ft``) and runs the same op under
+aot_function / aot_module with nop or reinplace compilers. Compared bit for bit: outputs, every
+input after forward and after backward, every ``.grad``. Incoming gradients are weighted per
+element and scaled (loss scaling), so no backward sees a gradient of exactly 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+from functorch.compile import aot_function, aot_module
+
+import functional_triton as ft
+from tests.harness import _assert_equal, nop
+from tests.integration.liger import interpreter_shims, routed_through_ft
+
+liger_ops = pytest.importorskip("liger_kernel.ops")
+from liger_kernel.ops import (  # noqa: E402
+    fused_add_rms_norm,
+    geglu,
+    group_norm,
+    layer_norm,
+    llama4_rope,
+    modulated_rms_norm,
+    relu_squared,
+    rms_norm,
+    rope,
+    softmax,
+    sparsemax,
+    swiglu,
+)
+from liger_kernel.ops.experimental import embedding  # noqa: E402
+
+MODES = ("aot_function", "aot_function_reinplace", "aot_module", "aot_module_reinplace")
+SCALES = (1.0, 3.0)
+
+
+class _Module(torch.nn.Module):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *inputs: Any) -> Any:
+        return self.fn(*inputs)
+
+
+KERNEL_OPS = (ft.triton_kernel_wrapper_functional, ft.triton_kernel_wrapper_mutation)
+
+
+def kernel_nodes(graphs: Sequence[torch.fx.GraphModule]) -> int:
+    return sum(n.target in KERNEL_OPS for gm in graphs for n in gm.graph.nodes)
+
+
+def compiled(
+    mode: str, fn: Callable[..., Any], graphs: list[torch.fx.GraphModule] | None = None, **aot_kwargs: Any
+) -> Callable[..., Any]:
+    """``fn`` under one AOTAutograd mode; the graphs its compilers receive go to ``graphs``."""
+    inner = ft.reinplace_compiler if mode.endswith("reinplace") else nop
+
+    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        if graphs is not None:
+            graphs.append(gm)
+        return inner(gm, example_inputs)
+
+    compilers = {"fw_compiler": compiler, "bw_compiler": compiler}
+    if mode.startswith("aot_module"):
+        return aot_module(_Module(fn), **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+    return aot_function(fn, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+
+
+def _snapshot(inputs: Sequence[Any]) -> list[Any]:
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _outputs(out: Any) -> list[torch.Tensor]:
+    return [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+
+
+def step(
+    call: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], scale: float, no_grad: bool
+) -> dict[str, Any]:
+    """One forward (and backward): outputs, inputs after each, leaf grads."""
+    torch.manual_seed(0)
+    inputs = list(make_inputs())
+    with torch.no_grad() if no_grad else contextlib.nullcontext():
+        out = call(*inputs)
+    outputs = _outputs(out)
+    after_forward = _snapshot(inputs)
+    outputs_before = [o.detach().clone() for o in outputs]
+    if not no_grad:
+        terms = [
+            (o * (torch.arange(o.numel(), dtype=o.dtype) % 5 + 1).reshape(o.shape)).sum()
+            for o in outputs
+            if o.requires_grad
+        ]
+        (torch.stack(terms).sum() * scale).backward()
+    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+    return {
+        "outputs": outputs_before,
+        "after forward": after_forward,
+        "after backward": _snapshot(inputs),
+        "grads": [x.grad for x in leaves],
+    }
+
+
+def assert_same(actual: dict[str, Any], expected: dict[str, Any], label: str) -> None:
+    for key in ("outputs", "after forward", "after backward", "grads"):
+        assert len(actual[key]) == len(expected[key]), f"{label}: {key}"
+        for i, (a, e) in enumerate(zip(actual[key], expected[key])):
+            assert (a is None) == (e is None), f"{label}: {key} {i}: {a} vs {e}"
+            if e is not None:
+                _assert_equal(a, e, f"{label}: {key} {i}")
+
+
+def check_against_eager(
+    fn: Callable[..., Any],
+    make_inputs: Callable[[], Sequence[Any]],
+    *,
+    modes: Sequence[str] = MODES,
+    scales: Sequence[float] = SCALES,
+    no_grad: Sequence[bool] = (False, True),
+) -> None:
+    """Eager Liger vs the same op routed through ft under each mode, bit for bit."""
+    with interpreter_shims():
+        for ng in no_grad:
+            for scale in scales if not ng else (1.0,):
+                expected = step(fn, make_inputs, scale, ng)
+                for mode in modes:
+                    graphs: list[torch.fx.GraphModule] = []
+                    with routed_through_ft():
+                        actual = step(compiled(mode, fn, graphs), make_inputs, scale, ng)
+                    label = f"{mode} (scale={scale}, no_grad={ng})"
+                    assert kernel_nodes(graphs) > 0, f"{label}: no kernel reached the graphs"
+                    assert_same(actual, expected, label)
+
+
+def _randn(*shape: int, grad: bool = True, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, dtype=dtype).requires_grad_(grad)
+
+
+def test_routing_replaces_every_kernel_attribute_and_restores_it() -> None:
+    before = rms_norm._rms_norm_forward_kernel
+    with routed_through_ft() as count:
+        assert count > 50
+        assert isinstance(rms_norm._rms_norm_forward_kernel, ft.kernel.TritonKernel)
+        assert isinstance(swiglu.silu, ft.kernel.TritonKernel)  # helpers too
+    assert rms_norm._rms_norm_forward_kernel is before
+
+
+def test_rms_norm() -> None:
+    check_against_eager(
+        lambda x, w: rms_norm.LigerRMSNormFunction.apply(x, w, 1e-6),
+        lambda: (_randn(6, 32), _randn(32)),
+    )
+
+
+def test_rms_norm_gemma_offset_in_place_false() -> None:
+    check_against_eager(
+        lambda x, w: rms_norm.LigerRMSNormFunction.apply(x, w, 1e-6, 1.0, "gemma", False),
+        lambda: (_randn(2, 3, 16), _randn(16)),
+    )
+
+
+def test_layer_norm() -> None:
+    check_against_eager(
+        lambda x, w, b: layer_norm.LigerLayerNormFunction.apply(x, w, b, 1e-6),
+        lambda: (_randn(6, 32), _randn(32), _randn(32)),
+    )
+
+
+def test_swiglu() -> None:
+    check_against_eager(
+        lambda a, b: swiglu.LigerSiLUMulFunction.apply(a, b),
+        lambda: (_randn(2, 3, 32), _randn(2, 3, 32)),
+    )
+
+
+def test_geglu() -> None:
+    check_against_eager(
+        lambda a, b: geglu.LigerGELUMulFunction.apply(a, b),
+        lambda: (_randn(6, 32), _randn(6, 32)),
+    )
+
+
+def test_swiglu_inputs_computed_in_the_graph() -> None:
+    # The usual MLP: gate and up projections are intermediates that backward overwrites.
+    def mlp(x: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor) -> torch.Tensor:
+        return swiglu.LigerSiLUMulFunction.apply(x @ wg, x @ wu)
+
+    check_against_eager(mlp, lambda: (_randn(4, 8), _randn(8, 16), _randn(8, 16)))
+
+
+def test_rope() -> None:
+    check_against_eager(
+        lambda q, k, cos, sin: rope.LigerRopeFunction.apply(q, k, cos, sin),
+        lambda: (
+            _randn(1, 2, 8, 16),
+            _randn(1, 2, 8, 16),
+            _randn(1, 8, 16, grad=False),
+            _randn(1, 8, 16, grad=False),
+        ),
+    )
+
+
+# Further ops that eager Liger runs on the interpreter: (function, input factory).
+MORE_OPS: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]] = {
+    "group_norm": (
+        lambda x, w, b: group_norm.LigerGroupNormFunction.apply(x, w, b, 4, 2, 1e-6),
+        lambda: (_randn(2, 4, 8), _randn(4), _randn(4)),
+    ),
+    "fused_add_rms_norm": (
+        lambda x, r, w: fused_add_rms_norm.LigerFusedAddRMSNormFunction.apply(x, r, w, 1e-6),
+        lambda: (_randn(4, 32), _randn(4, 32), _randn(32)),
+    ),
+    "modulated_rms_norm": (
+        lambda x, w, s, b: modulated_rms_norm.LigerModulatedRMSNormFunction.apply(x, w, s, b, 1e-6),
+        lambda: (_randn(2, 4, 32), _randn(32), _randn(2, 32), _randn(2, 32)),
+    ),
+    "softmax": (lambda x: softmax.LigerSoftmaxFunction.apply(x), lambda: (_randn(4, 32),)),
+    "sparsemax": (lambda x: sparsemax.LigerSparsemaxFunction.apply(x, -1), lambda: (_randn(4, 32),)),
+    "relu_squared": (lambda x: relu_squared.LigerReLUSquaredFunction.apply(x), lambda: (_randn(4, 32),)),
+    "llama4_rope": (
+        lambda q, k, f: llama4_rope.LigerLlama4RopeFunction.apply(q, k, f),
+        lambda: (_randn(1, 8, 2, 16), _randn(1, 8, 2, 16), torch.randn(8, 8, dtype=torch.complex64)),
+    ),
+    "embedding": (
+        lambda e, i: embedding.LigerEmbeddingFunction.apply(e, i),
+        lambda: (_randn(16, 8), torch.tensor([[1, 3], [5, 1]])),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE_OPS))
+def test_more_ops(name: str) -> None:
+    fn, make_inputs = MORE_OPS[name]
+    check_against_eager(fn, make_inputs)
