@@ -10,6 +10,7 @@ element and scaled (loss scaling), so no backward sees a gradient of exactly 1.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,8 +22,11 @@ import functional_triton as ft
 from tests.harness import _assert_equal, nop
 from tests.integration.liger import interpreter_shims, routed_through_ft
 
-liger_ops = pytest.importorskip("liger_kernel.ops")
+pytest.importorskip(
+    "liger_kernel", reason="liger-kernel is not installed (.ci/run installs liger-kernel==0.8.5)"
+)
 from liger_kernel.ops import (  # noqa: E402
+    cross_entropy,
     fused_add_rms_norm,
     geglu,
     group_norm,
@@ -37,6 +41,8 @@ from liger_kernel.ops import (  # noqa: E402
     swiglu,
 )
 from liger_kernel.ops.experimental import embedding  # noqa: E402
+
+from tests.integration import liger_workarounds as W  # noqa: E402
 
 MODES = ("aot_function", "aot_function_reinplace", "aot_module", "aot_module_reinplace")
 SCALES = (1.0, 3.0)
@@ -126,8 +132,10 @@ def check_against_eager(
     modes: Sequence[str] = MODES,
     scales: Sequence[float] = SCALES,
     no_grad: Sequence[bool] = (False, True),
+    traced_fn: Callable[..., Any] | None = None,
+    **aot_kwargs: Any,
 ) -> None:
-    """Eager Liger vs the same op routed through ft under each mode, bit for bit."""
+    """Eager Liger vs the same op (or ``traced_fn``) routed through ft under each mode, bit for bit."""
     with interpreter_shims():
         for ng in no_grad:
             for scale in scales if not ng else (1.0,):
@@ -135,7 +143,9 @@ def check_against_eager(
                 for mode in modes:
                     graphs: list[torch.fx.GraphModule] = []
                     with routed_through_ft():
-                        actual = step(compiled(mode, fn, graphs), make_inputs, scale, ng)
+                        actual = step(
+                            compiled(mode, traced_fn or fn, graphs, **aot_kwargs), make_inputs, scale, ng
+                        )
                     label = f"{mode} (scale={scale}, no_grad={ng})"
                     assert kernel_nodes(graphs) > 0, f"{label}: no kernel reached the graphs"
                     assert_same(actual, expected, label)
@@ -241,3 +251,49 @@ MORE_OPS: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]] = {
 def test_more_ops(name: str) -> None:
     fn, make_inputs = MORE_OPS[name]
     check_against_eager(fn, make_inputs)
+
+
+def _logits_and_targets() -> tuple[torch.Tensor, torch.Tensor]:
+    return _randn(5, 40), torch.tensor([1, 39, -100, 0, 7])
+
+
+def _liger_ce(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return cross_entropy.LigerCrossEntropyFunction.apply(x, t, None)[0]  # type: ignore[no-any-return]
+
+
+def test_cross_entropy_on_logits_passed_in_keeping_input_mutations() -> None:
+    # Eager: Liger's own Function. Traced: Liger's kernels, the count given (liger_workarounds).
+    # Forward writes dlogits into the logits (a graph input) and saves them; backward scales them
+    # in place (scale != 1 runs element_mul_kernel on the saved tensor). The input is written in
+    # forward and in backward: AOTAutograd carries both only with the mutations kept in the graph.
+    count = W.n_non_ignore(_logits_and_targets()[1])
+    check_against_eager(
+        _liger_ce,
+        _logits_and_targets,
+        traced_fn=lambda x, t: W.CrossEntropy.apply(x, t, count),
+        keep_inference_input_mutations=True,
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cross_entropy_on_logits_passed_in_raises_without_kept_input_mutations(mode: str) -> None:
+    # Known limit (README): AOTAutograd copies a forward write of an input back after the forward
+    # and cannot copy a second, backward write of it; raising beats the stale value.
+    count = W.n_non_ignore(_logits_and_targets()[1])
+    with interpreter_shims(), routed_through_ft():
+        call = compiled(mode, lambda x, t: W.CrossEntropy.apply(x, t, count))
+        with pytest.raises(AssertionError, match="X_ptr_written_in_backward_by_element_mul_kernel"):
+            (call(*_logits_and_targets()) * 3.0).backward()
+
+
+def test_cross_entropy_on_logits_computed_in_the_graph() -> None:
+    count = W.n_non_ignore(_logits_and_targets()[1])
+
+    def head(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, ce: Callable[..., Any]) -> torch.Tensor:
+        return ce(h @ w.t(), t)
+
+    check_against_eager(
+        functools.partial(head, ce=_liger_ce),
+        lambda: (_randn(5, 8), _randn(40, 8), _logits_and_targets()[1]),
+        traced_fn=functools.partial(head, ce=lambda x, t: W.CrossEntropy.apply(x, t, count)),
+    )
