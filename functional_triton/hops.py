@@ -13,7 +13,14 @@ from torch._ops import HigherOrderOperator
 from ._compat import fx_sees_side_effect, register_ordered_effect
 from .aliasing import rebuild_arguments, write_back
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
-from .kernel import LaunchSpec, _is_plain, checked_grid_fn, kernel_info
+from .kernel import (
+    CONSTEXPR_GUARD_PREFIX,
+    CONSTEXPR_GUARDS_KEY,
+    LaunchSpec,
+    _is_plain,
+    checked_grid_fn,
+    kernel_info,
+)
 from .side_table import kernel_side_table
 
 
@@ -123,13 +130,27 @@ class _LaunchPlan(NamedTuple):
     arg_names: tuple[str, ...]
     constants: dict[str, Any]
     descriptors: dict[str, Any]
+    guarded_names: tuple[str, ...]  # constexprs specialised from symbolic values (Note [constexpr guards])
 
 
 def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
     kernel, grid_fn = entry
     constants = dict(constants)
     descriptors = constants.pop(DESCRIPTORS_KEY, {})
-    return _LaunchPlan(kernel, grid_fn, tuple(kernel_info(kernel).arg_names), constants, descriptors)
+    guarded = constants.pop(CONSTEXPR_GUARDS_KEY, ())
+    return _LaunchPlan(kernel, grid_fn, tuple(kernel_info(kernel).arg_names), constants, descriptors, guarded)
+
+
+def check_constexpr_guards(plan: _LaunchPlan, values: dict[str, Any]) -> None:
+    """Pop each guarded constexpr's recomputed value from ``values``; raise if it changed."""
+    for name in plan.guarded_names:
+        actual = values.pop(CONSTEXPR_GUARD_PREFIX + name)
+        if actual != values[name]:
+            raise ValueError(
+                f"argument '{name}' of {kernel_info(plan.kernel).name} is a tl.constexpr specialised to "
+                f"{values[name]!r} when the graph was traced; these inputs give {actual!r}: "
+                "trace again for them"
+            )
 
 
 def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
@@ -143,6 +164,8 @@ def launch_raw(
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
     plan = launch_plan(kernel_idx, constant_args_idx)
     values = {**plan.constants, **kwargs}
+    if plan.guarded_names:
+        check_constexpr_guards(plan, values)
     if plan.descriptors:
         values = with_descriptors(values, plan.descriptors)
     if plan.grid_fn is not None:

@@ -323,6 +323,32 @@ def _device_error(info: KernelInfo, name: str, t: Tensor) -> str | None:
     )
 
 
+# Note [constexpr guards]
+# A tl.constexpr must be a Python constant when the kernel is compiled, but real kernels compute
+# them from shapes (Liger: BLOCK_SIZE = next_power_of_2(n_cols)), which are SymInts under dynamic
+# shapes. Such a value is specialised to the int it has for the traced inputs: ``int()`` on it
+# installs a guard in the shape environment (torch.compile recompiles when it fails), and the
+# symbolic value itself is passed to the operator under ``CONSTEXPR_GUARD_PREFIX + name``, so the
+# graph recomputes it from the real sizes whenever it runs; ``hops.launch_raw`` compares it with
+# the specialised value (names listed under ``CONSTEXPR_GUARDS_KEY`` in the constants) and raises
+# a short ValueError when they differ, instead of launching a kernel compiled for other sizes.
+# A data-dependent value (no hint) cannot be specialised and is refused.
+CONSTEXPR_GUARD_PREFIX = "constexpr_guard:"  # not an identifier: never a kernel parameter
+CONSTEXPR_GUARDS_KEY = "__functional_triton_constexpr_guards__"
+
+
+def _specialise_constexpr(info: KernelInfo, name: str, value: Any) -> Any:
+    """The Python constant a symbolic constexpr has for the traced inputs (guarded)."""
+    convert = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(value)]
+    try:
+        return convert(value)
+    except Exception:  # noqa: BLE001 - GuardOnDataDependentSymNode and kin: no value to specialise on
+        raise TypeError(
+            f"argument '{name}' of {info.name} is a tl.constexpr and got a data-dependent value; "
+            "a constexpr must be known when the program is traced"
+        ) from None
+
+
 def make_launch_spec(
     kernel: Any, info: KernelInfo, grid: GridType, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> LaunchSpec:
@@ -333,6 +359,7 @@ def make_launch_spec(
     constants: dict[str, Any] = {}
     devices = set()
     descriptors: dict[str, Any] = {}
+    guarded: list[str] = []
     for name, value in bound.items():
         if is_descriptor(value):
             descriptors[name] = describe(name, value)
@@ -346,11 +373,11 @@ def make_launch_spec(
             devices.add(value.device)
             tensors[name] = value
         elif isinstance(value, _SYM_TYPES):
-            if name in info.constexpr_names:
-                raise TypeError(
-                    f"argument '{name}' of {info.name} is a tl.constexpr and got a symbolic "
-                    f"value {value}; a constexpr must be a Python constant"
-                )
+            if name in info.constexpr_names:  # Note [constexpr guards]
+                constants[name] = _specialise_constexpr(info, name, value)
+                tensors[CONSTEXPR_GUARD_PREFIX + name] = value
+                guarded.append(name)
+                continue
             tensors[name] = value
         else:
             constants[name] = value
@@ -361,6 +388,8 @@ def make_launch_spec(
         )
     if descriptors:
         constants[DESCRIPTORS_KEY] = descriptors
+    if guarded:
+        constants[CONSTEXPR_GUARDS_KEY] = tuple(guarded)
     return LaunchSpec(kernel, info, grid, tensors, constants)
 
 

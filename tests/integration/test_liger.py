@@ -297,3 +297,27 @@ def test_cross_entropy_on_logits_computed_in_the_graph() -> None:
         lambda: (_randn(5, 8), _randn(40, 8), _logits_and_targets()[1]),
         traced_fn=functools.partial(head, ce=lambda x, t: W.CrossEntropy.apply(x, t, count)),
     )
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "swiglu", "layer_norm"])
+def test_dynamic_shapes_specialise_constexprs(name: str) -> None:
+    # Liger computes BLOCK_SIZE (and swiglu's n_cols) from shapes: tl.constexprs that are SymInts
+    # under dynamic=True. They are specialised with a guard (Note [constexpr guards]).
+    fns: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]] = {
+        "rms_norm": (
+            lambda x, w: rms_norm.LigerRMSNormFunction.apply(x, w, 1e-6),
+            lambda: (_randn(6, 32), _randn(32)),
+        ),
+        "swiglu": (
+            lambda a, b: swiglu.LigerSiLUMulFunction.apply(a, b),
+            lambda: (_randn(6, 32), _randn(6, 32)),
+        ),
+        "layer_norm": (
+            lambda x, w, b: layer_norm.LigerLayerNormFunction.apply(x, w, b, 1e-6),
+            lambda: (_randn(6, 32), _randn(32), _randn(32)),
+        ),
+    }
+    fn, make_inputs = fns[name]
+    check_against_eager(
+        fn, make_inputs, modes=("aot_function", "aot_module_reinplace"), scales=(3.0,), dynamic=True
+    )
