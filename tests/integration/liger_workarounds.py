@@ -20,7 +20,9 @@ def _block(n_cols: int) -> int:
     return min(ce.MAX_FUSED_SIZE, triton.next_power_of_2(n_cols))
 
 
-def cross_entropy_launch(logits: torch.Tensor, target: torch.Tensor, n_non_ignore: int) -> torch.Tensor:
+def cross_entropy_launch(
+    logits: torch.Tensor, target: torch.Tensor, n_non_ignore: int, has_gradients: bool | None = None
+) -> torch.Tensor:
     """Liger's forward launch for mean reduction: the per-row losses; dlogits overwrite ``logits``."""
     n_rows, n_cols = logits.shape
     loss_1d = torch.zeros(n_rows, dtype=logits.dtype, device=logits.device)
@@ -52,7 +54,7 @@ def cross_entropy_launch(logits: torch.Tensor, target: torch.Tensor, n_non_ignor
         BLOCK_SIZE=_block(n_cols),
         HAS_WEIGHT=False,
         HAS_SOFTCAPPING=False,
-        HAS_GRADIENTS=logits.requires_grad,
+        HAS_GRADIENTS=logits.requires_grad if has_gradients is None else has_gradients,
         num_warps=32,
     )
     return loss_1d
@@ -86,3 +88,36 @@ class CrossEntropy(torch.autograd.Function):
 def n_non_ignore(target: torch.Tensor, ignore_index: int = -100) -> int:
     """What Liger's forward computes with ``.item()``; call it outside the traced step."""
     return int((target != ignore_index).sum().item())
+
+
+class FusedLinearCrossEntropy(torch.autograd.Function):
+    """``LigerFusedLinearCrossEntropyFunction`` (mean reduction, no bias) with the count given.
+
+    As Liger: logits are computed chunk by chunk, Liger's kernel overwrites each chunk with its
+    gradient, grad_input and grad_weight are computed in forward and saved, and backward scales
+    them in place with Liger's ``element_mul_kernel``.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, n_non_ignore: int
+    ) -> Any:
+        rows, hidden = x.shape
+        vocab = weight.shape[0]
+        chunk = min(triton.next_power_of_2(triton.cdiv(rows, triton.cdiv(vocab, hidden))), rows)
+        grad_input = torch.zeros_like(x)
+        grad_weight = torch.zeros_like(weight)
+        losses = []
+        for start in range(0, rows, chunk):
+            x_chunk = x[start : start + chunk]
+            logits = (x_chunk @ weight.t()).contiguous()
+            losses.append(cross_entropy_launch(logits, target[start : start + chunk], n_non_ignore, True))
+            grad_input[start : start + chunk] = logits @ weight
+            grad_weight.addmm_(logits.t(), x_chunk)
+        ctx.save_for_backward(grad_input, grad_weight)
+        return torch.sum(torch.cat(losses))
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[Any, ...]:
+        grad_input, grad_weight = ctx.saved_tensors
+        return scale_in_place(grad_input, grad_output), scale_in_place(grad_weight, grad_output), None, None

@@ -321,3 +321,82 @@ def test_dynamic_shapes_specialise_constexprs(name: str) -> None:
     check_against_eager(
         fn, make_inputs, modes=("aot_function", "aot_module_reinplace"), scales=(3.0,), dynamic=True
     )
+
+
+# Reinplacing: the clones functionalization adds for Liger's in-place writes (into graph inputs,
+# saved tensors, incoming gradients) are all gone from the graphs reinplace_compiler returns.
+REINPLACED: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]], bool]] = {
+    "rms_norm": (
+        lambda x, w: rms_norm.LigerRMSNormFunction.apply(x, w, 1e-6),
+        lambda: (_randn(6, 32), _randn(32)),
+        False,
+    ),
+    "layer_norm": (
+        lambda x, w, b: layer_norm.LigerLayerNormFunction.apply(x, w, b, 1e-6),
+        lambda: (_randn(6, 32), _randn(32), _randn(32)),
+        False,
+    ),
+    "swiglu": (
+        lambda a, b: swiglu.LigerSiLUMulFunction.apply(a, b),
+        lambda: (_randn(6, 32), _randn(6, 32)),
+        False,
+    ),
+    "swiglu_mlp": (
+        lambda x, wg, wu: swiglu.LigerSiLUMulFunction.apply(x @ wg, x @ wu),
+        lambda: (_randn(4, 8), _randn(8, 16), _randn(8, 16)),
+        False,
+    ),
+    "geglu": (
+        lambda a, b: geglu.LigerGELUMulFunction.apply(a, b),
+        lambda: (_randn(6, 32), _randn(6, 32)),
+        False,
+    ),
+    "rope": (
+        lambda q, k, c, s: rope.LigerRopeFunction.apply(q, k, c, s),
+        lambda: (
+            _randn(1, 2, 8, 16),
+            _randn(1, 2, 8, 16),
+            _randn(1, 8, 16, grad=False),
+            _randn(1, 8, 16, grad=False),
+        ),
+        False,
+    ),
+    "cross_entropy_head": (
+        lambda h, w, t: W.CrossEntropy.apply(h @ w.t(), t, 4),
+        lambda: (_randn(5, 8), _randn(40, 8), _logits_and_targets()[1]),
+        False,
+    ),
+    "cross_entropy_input": (lambda x, t: W.CrossEntropy.apply(x, t, 4), _logits_and_targets, True),
+}
+
+
+@pytest.mark.parametrize("name", list(REINPLACED))
+def test_reinplacing_removes_every_clone(name: str) -> None:
+    from tests.unit.test_reinplace import cloned_groups
+
+    fn, make_inputs, keep = REINPLACED[name]
+    counts: list[tuple[int, int]] = []
+
+    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        before = cloned_groups(gm)
+        ft.reinplace_compiler(gm, example_inputs)
+        counts.append((before, cloned_groups(gm)))
+        return nop(gm, example_inputs)
+
+    with interpreter_shims(), routed_through_ft():
+        torch.manual_seed(0)
+        out = aot_function(
+            fn, fw_compiler=compiler, bw_compiler=compiler, keep_inference_input_mutations=keep
+        )(*make_inputs())
+        (torch.stack([o.sum() for o in _outputs(out) if o.requires_grad]).sum() * 3).backward()
+    assert len(counts) == 2 and sum(before for before, _ in counts) > 0, counts
+    assert [after for _, after in counts] == [0, 0], counts
+
+
+def test_fused_linear_cross_entropy_without_data_dependent_python() -> None:
+    # Liger's chunked loss: forward writes each logits chunk with its gradient and saves
+    # grad_input / grad_weight; backward scales those saved tensors in place.
+    targets = torch.tensor([1, 39, -100, 0, 7, 3])
+    count = W.n_non_ignore(targets)
+    fn = lambda x, w, t: W.FusedLinearCrossEntropy.apply(x, w, t, count)  # noqa: E731
+    check_against_eager(fn, lambda: (_randn(6, 8), _randn(40, 8), targets.clone()))
