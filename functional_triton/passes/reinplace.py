@@ -29,9 +29,13 @@ in-place write into an input is what AOTAutograd does around the graph:
   (``keep_inference_input_mutations=False``) is returned, and AOTAutograd copies it into the
   input after the graph. Were that value the input's own memory, the copy would bump the
   version counter of a tensor the backward may have saved (autograd then refuses to run) and
-  overlap itself where geometries differ: such groups keep their copy. With the copy-back in
-  the graph (``copy_`` absorbed above) there is no later copy and no version bump: a kernel's
-  launch bumps no version counter, and autograd's saved-tensor checks only compare versions.
+  overlap itself where geometries differ: such groups keep their copy. Two exceptions:
+  with the copy-back in the graph (``copy_`` absorbed above) there is no later copy and no
+  version bump (a kernel's launch bumps no version counter, and autograd's saved-tensor checks
+  only compare versions); and an inference graph (no tensor saved for backward) whose every
+  returned value in the group's storage is, once reinplaced, the input's own memory with the
+  input's geometry (the program returns what it wrote, or writes through ``x.t()``) makes the
+  copy-back a copy of that memory onto itself, as the clone would have bumped the version too.
 - A backward graph's inputs are incoming gradients (``tangents_*``) and saved tensors. Eager
   runs the same kernel on the same tensors (the gradient autograd hands the Function, the
   tensors it saved), so writing them in place is what eager does; AOTAutograd copies none of
@@ -55,6 +59,7 @@ get the same treatment from the functional operator.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -254,17 +259,40 @@ def _is_backward_graph(graph: fx.Graph) -> bool:
     return any(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)
 
 
+def _is_inference_graph(graph: fx.Graph) -> bool:
+    # AOTAutograd names an inference graph's inputs arg<i>_1 (a training forward's primals_<i>).
+    return any(n.op == "placeholder" and re.fullmatch(r"arg\d+_1", n.name) for n in graph.nodes)
+
+
+def _returns_input_itself(
+    graph: fx.Graph, cls: int, replaced: Mapping[fx.Node, fx.Node], storages: _Storages
+) -> bool:
+    """Whether every graph output in storage class ``cls`` (once reinplaced) is an input's own
+    memory with the input's geometry: AOTAutograd's copy-back after the graph then copies that
+    memory onto itself (Note [reinplacing])."""
+    inputs = [n for n in graph.nodes if n.op == "placeholder" and storages.cls(n) == cls]
+    (output,) = (n for n in graph.nodes if n.op == "output")
+    for value in output.all_input_nodes:
+        resolved = _value_key(value, replaced)
+        root = _view_root(resolved if isinstance(resolved, fx.Node) else value, replaced)
+        if storages.cls(root) != cls:
+            continue
+        if not any(_same_memory(value, p, replaced, storages) for p in inputs):
+            return False
+    return True
+
+
 def _reads_old_value(
     use: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.Node, int], copies: Sequence[fx.Node]
 ) -> bool:
     """Whether ``use`` reads a value of storage class ``cls`` as it was before the kernel.
 
     A use of an input after the graph's own ``copy_`` into it (AOTAutograd's in-graph copy-back,
-    absorbed) reads the new value: the graph returns an input it mutated that way, for instance
-    as a tensor saved for backward.
+    absorbed), or of that ``copy_``'s result, reads the new value: the graph returns an input it
+    mutated that way (a tensor saved for backward, or the program returning what it wrote).
     """
     for value in use.all_input_nodes:
-        if storages.cls(value) != cls:
+        if storages.cls(value) != cls or value in copies:  # a copy_'s result is its new destination
             continue
         if not any(c.args[0] is value and order[c] < order[use] for c in copies):
             return True
@@ -303,6 +331,7 @@ def _try_group(
         not backward
         and cls in storages.placeholder_classes()
         and not any(u.target is aten.copy_.default for u in later)
+        and not (_is_inference_graph(node.graph) and _returns_input_itself(node.graph, cls, trial, storages))
     ):
         # Without keep_inference_input_mutations AOTAutograd copies the returned new value
         # into the input after the graph: once that value is the input's own memory, the copy

@@ -50,9 +50,11 @@ def _ttir_and_key(helper: object) -> tuple[str, str]:
     source = ASTSource(
         caller, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {(3,): 8}, {}
     )
-    module = source.make_ir(
-        target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context
-    )
+    # Other tests' interpreted kernels leave triton.language patched (Note [interpreter guard]).
+    with mutation._interpreter_guard({}):
+        module = source.make_ir(
+            target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context
+        )
     return str(module), caller.cache_key
 
 

@@ -349,3 +349,42 @@ def test_saved_tensor_read_after_the_backward_write_keeps_its_clone() -> None:
         return ReadAfterWrite.apply(x, wrap)  # type: ignore[no-any-return]
 
     check_matches_eager(prog, _leaf, modes=("reinplace", "reinplace_keep"))
+
+
+def written_input_returned(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+    _add_one(wrap, x)
+    return x
+
+
+def written_through_transpose(wrap: Any, x: torch.Tensor) -> None:
+    v = x.t()
+    wrap(K.scale_inplace_2d)[(v.shape[0],)](v, v.shape[0], v.shape[1], *v.stride(), BLOCK=8)
+
+
+INPUT_CASES = {
+    "written input returned": (written_input_returned, lambda: (torch.arange(16.0),)),
+    "written through a transpose": (written_through_transpose, lambda: (torch.arange(32.0).reshape(8, 4),)),
+}
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["returned", "kept"])
+@pytest.mark.parametrize("case", INPUT_CASES)
+def test_inference_input_writes_done_in_place(case: str, keep: bool) -> None:
+    # Without the copy-back in the graph, AOTAutograd copies the returned value into the input:
+    # once that value is the input's own memory with its geometry, the copy is onto itself.
+    prog, make_inputs = INPUT_CASES[case]
+    counts: list[tuple[int, int]] = []
+
+    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        before = cloned_groups(gm)
+        ft.reinplace_compiler(gm, example_inputs)
+        counts.append((before, cloned_groups(gm)))
+        assert aten.copy_.default not in targets(gm), gm.code
+        return make_boxed_func(gm.forward)
+
+    with torch.no_grad():
+        aot_function(
+            functools.partial(prog, ft.wrap_triton), fw_compiler=compiler, keep_inference_input_mutations=keep
+        )(*make_inputs())
+    assert counts == [(1, 0)]
+    check_matches_eager(prog, make_inputs, modes=("reinplace", "reinplace_keep"))
