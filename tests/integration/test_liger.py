@@ -19,6 +19,7 @@ import torch
 from functorch.compile import aot_function, aot_module
 
 import functional_triton as ft
+from functional_triton import _compat
 from tests.harness import _assert_equal, nop
 from tests.integration.liger import interpreter_shims, routed_through_ft
 
@@ -45,6 +46,13 @@ from liger_kernel.ops.experimental import embedding  # noqa: E402
 from tests.integration import liger_workarounds as W  # noqa: E402
 
 MODES = ("aot_function", "aot_function_reinplace", "aot_module", "aot_module_reinplace")
+# swiglu / geglu overwrite their (saved) inputs in backward: on leaf inputs, torch < 2.13 fails inside
+# AOTAutograd (README, known limits).
+LEAF_INPUTS_WRITTEN_IN_BACKWARD = pytest.mark.xfail(
+    not _compat.backward_writes_to_leaf_inputs_supported(),
+    reason="torch<2.13 replays a backward write of a leaf input with grad mode on (pytorch#178622)",
+    strict=True,
+)
 SCALES = (1.0, 3.0)
 
 
@@ -185,6 +193,7 @@ def test_layer_norm() -> None:
     )
 
 
+@LEAF_INPUTS_WRITTEN_IN_BACKWARD
 def test_swiglu() -> None:
     check_against_eager(
         lambda a, b: swiglu.LigerSiLUMulFunction.apply(a, b),
@@ -192,6 +201,7 @@ def test_swiglu() -> None:
     )
 
 
+@LEAF_INPUTS_WRITTEN_IN_BACKWARD
 def test_geglu() -> None:
     check_against_eager(
         lambda a, b: geglu.LigerGELUMulFunction.apply(a, b),
@@ -299,7 +309,9 @@ def test_cross_entropy_on_logits_computed_in_the_graph() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["rms_norm", "swiglu", "layer_norm"])
+@pytest.mark.parametrize(
+    "name", ["rms_norm", pytest.param("swiglu", marks=LEAF_INPUTS_WRITTEN_IN_BACKWARD), "layer_norm"]
+)
 def test_dynamic_shapes_specialise_constexprs(name: str) -> None:
     # Liger computes BLOCK_SIZE (and swiglu's n_cols) from shapes: tl.constexprs that are SymInts
     # under dynamic=True. They are specialised with a guard (Note [constexpr guards]).
@@ -370,7 +382,13 @@ REINPLACED: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]], boo
 }
 
 
-@pytest.mark.parametrize("name", list(REINPLACED))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=LEAF_INPUTS_WRITTEN_IN_BACKWARD) if n in ("swiglu", "geglu") else n
+        for n in REINPLACED
+    ],
+)
 def test_reinplacing_removes_every_clone(name: str) -> None:
     from tests.unit.test_reinplace import cloned_groups
 

@@ -10,6 +10,7 @@ import torch
 from functorch.compile import aot_function, make_boxed_func
 
 import functional_triton as ft
+from functional_triton import _compat
 from tests import kernels as K
 from tests.harness import check_matches_eager
 
@@ -309,8 +310,22 @@ TRAINING_CASES = {
 }
 
 
+# A backward write of a leaf input: torch < 2.13 fails inside AOTAutograd (README, known limits).
+LEAF_INPUT_WRITTEN_IN_BACKWARD = pytest.mark.xfail(
+    not _compat.backward_writes_to_leaf_inputs_supported(),
+    reason="torch<2.13 replays a backward write of a leaf input with grad mode on (pytorch#178622)",
+    strict=True,
+)
+
+
 @pytest.mark.parametrize("keep", [False, True], ids=["returned", "kept"])
-@pytest.mark.parametrize("case", TRAINING_CASES)
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=LEAF_INPUT_WRITTEN_IN_BACKWARD) if c == "saved view of the input" else c
+        for c in TRAINING_CASES
+    ],
+)
 def test_training_graph_writes_done_in_place(case: str, keep: bool) -> None:
     prog, expected = TRAINING_CASES[case]
     assert clone_counts(prog, _leaf, keep) == expected
