@@ -220,3 +220,58 @@ def explain_interpreter_failure(error: BaseException) -> None:
             f"triton {triton.__version__}'s interpreter cannot run loops over runtime bounds with "
             "numpy>=2.4 (raw launches fail the same way): install numpy<2.4, or triton>=3.7"
         )
+
+
+def call_from_kernel(generator: Any, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Emit a call of the JITFunction ``kernel`` from triton's code generator ``generator``.
+
+    triton 3.6 and 3.9: ``CodeGenerator.call_Function`` calls an object marked ``__triton_builtin__``
+    with ``_generator=<the CodeGenerator>`` when its signature has that parameter, and
+    ``CodeGenerator.call_JitFunction(fn, args, kwargs)`` is what it runs for a JITFunction callee.
+    Used by Note [wrapped kernels as callees] in kernel.py.
+    """
+    return generator.call_JitFunction(kernel, list(args), kwargs)
+
+
+_BACKWARD_LEAF_WRITES: list[bool] = []
+
+
+def backward_writes_to_leaf_inputs_supported() -> bool:
+    """Whether AOTAutograd traces a backward that writes a forward input which is a leaf requiring grad.
+
+    torch 2.13 replays such a backward mutation under ``no_grad`` (pytorch#178622); torch 2.11 replays it
+    with grad mode on and raises "a leaf Variable that requires grad is being used in an in-place
+    operation" (seen on the GPU machine with Liger's swiglu / geglu on leaf inputs). A behavioural probe
+    (one tiny trace on the CPU, run once, on first use); only tests read it. Goes when torch>=2.13 is the
+    minimum.
+    """
+    if not _BACKWARD_LEAF_WRITES:
+        _BACKWARD_LEAF_WRITES.append(_probe_backward_leaf_writes())
+    return _BACKWARD_LEAF_WRITES[0]
+
+
+def _probe_backward_leaf_writes() -> bool:
+    import torch
+    from functorch.compile import aot_function, make_boxed_func
+
+    class WritesSavedInput(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            x.add_(1)
+            return grad * 2
+
+    def nop(gm: Any, _: Any) -> Any:
+        return make_boxed_func(gm.forward)
+
+    x = torch.zeros(2, device="cpu", requires_grad=True)
+    try:
+        aot_function(WritesSavedInput.apply, fw_compiler=nop, bw_compiler=nop)(x).sum().backward()
+    except Exception as e:  # noqa: BLE001 - any other failure: let the tests show it
+        return "leaf Variable" not in str(e)
+    return True

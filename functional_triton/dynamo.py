@@ -64,8 +64,9 @@ from .kernel import (
     LaunchSpec,
     TritonKernel,
     _BoundLaunch,
-    check_grid_at_trace,
+    bind_arguments,
     make_launch_spec,
+    trace_grid,
     wrap_triton,
 )
 from .portable import node_indices
@@ -283,7 +284,8 @@ def _launch(tx: Any, wrapper: TritonKernel, grid: Any, args: Sequence[Any], kwar
         if isinstance(grid, list):
             grid = tuple(grid)
         spec = make_launch_spec(wrapper.kernel, info, grid, py_args, py_kwargs)
-        check_grid_at_trace(wrapper.kernel, grid, {**spec.constants, **spec.tensors})
+        # A bad grid, or a grid callable writing a tensor, raises now (Note [traced grids]).
+        trace_grid(wrapper.kernel, grid, bind_arguments(info, py_args, py_kwargs))
     except (_NotCaptured, TypeError, ValueError, RuntimeError) as e:
         _graph_break(info.name, str(e))
     _emit(tx, values, spec)

@@ -27,7 +27,15 @@ from .aliasing import (
 )
 from .bounds import checking_bounds, launch_checked_bounds
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
-from .kernel import GridByConfig, LaunchSpec, _is_plain, checked_grid_fn, kernel_info
+from .kernel import (
+    CONSTEXPR_GUARD_PREFIX,
+    CONSTEXPR_GUARDS_KEY,
+    GridByConfig,
+    LaunchSpec,
+    _is_plain,
+    checked_grid_fn,
+    kernel_info,
+)
 from .portable import exported_grid, node_indices, resolve
 from .side_table import kernel_side_table
 from .tuples import TUPLES_KEY, with_tuples
@@ -197,6 +205,7 @@ class _LaunchPlan(NamedTuple):
     descriptors: dict[str, Any]
     geometry: tuple[tuple[str, TracedGeometry], ...]  # Note [traced geometry]
     tuples: dict[str, Any]  # Note [tuple arguments]
+    guarded_names: tuple[str, ...]  # constexprs specialised from symbolic values (Note [constexpr guards])
 
 
 def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
@@ -205,8 +214,21 @@ def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> _LaunchPlan:
     descriptors = constants.pop(DESCRIPTORS_KEY, {})
     geometry = constants.pop(GEOMETRY_KEY, ())
     tuples = constants.pop(TUPLES_KEY, {})
+    guarded = constants.pop(CONSTEXPR_GUARDS_KEY, ())
     arg_names = tuple(kernel_info(kernel).arg_names)
-    return _LaunchPlan(kernel, grid_fn, arg_names, constants, descriptors, geometry, tuples)
+    return _LaunchPlan(kernel, grid_fn, arg_names, constants, descriptors, geometry, tuples, guarded)
+
+
+def check_constexpr_guards(plan: _LaunchPlan, values: dict[str, Any]) -> None:
+    """Pop each guarded constexpr's recomputed value from ``values``; raise if it changed."""
+    for name in plan.guarded_names:
+        actual = values.pop(CONSTEXPR_GUARD_PREFIX + name)
+        if actual != values[name]:
+            raise ValueError(
+                f"argument '{name}' of {kernel_info(plan.kernel).name} is a tl.constexpr specialised to "
+                f"{values[name]!r} when the graph was traced; these inputs give {actual!r}: "
+                "trace again for them"
+            )
 
 
 def launch_plan(kernel_idx: int, constant_args_idx: int) -> _LaunchPlan:
@@ -234,7 +256,10 @@ def launch_raw(
 ) -> None:
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
     plan = launch_plan(kernel_idx, constant_args_idx)
-    values = kernel_arguments(plan, kwargs)
+    values = {**plan.constants, **kwargs}
+    if plan.guarded_names:
+        check_constexpr_guards(plan, values)
+    values = kernel_arguments(plan, values)
     if isinstance(plan.grid_fn, GridByConfig):  # Note [traced grids]
         assert grid is not None, "functional_triton internal error: per-config node without grids"
         launch_grid: Any = plan.grid_fn.chooser(grid)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._compat import config_kwargs, explain_interpreter_failure
+from ._compat import call_from_kernel, config_kwargs, explain_interpreter_failure
 from .descriptors import DESCRIPTORS_KEY, describe, is_descriptor
 from .grid_watch import GridWatch
 from .tuples import TUPLES_KEY, element_name, flatten, holds_traced
@@ -493,6 +493,32 @@ def _device_error(info: KernelInfo, name: str, t: Tensor) -> str | None:
     )
 
 
+# Note [constexpr guards]
+# A tl.constexpr must be a Python constant when the kernel is compiled, but real kernels compute
+# them from shapes (Liger: BLOCK_SIZE = next_power_of_2(n_cols)), which are SymInts under dynamic
+# shapes. Such a value is specialised to the int it has for the traced inputs: ``int()`` on it
+# installs a guard in the shape environment (torch.compile recompiles when it fails), and the
+# symbolic value itself is passed to the operator under ``CONSTEXPR_GUARD_PREFIX + name``, so the
+# graph recomputes it from the real sizes whenever it runs; ``hops.launch_raw`` compares it with
+# the specialised value (names listed under ``CONSTEXPR_GUARDS_KEY`` in the constants) and raises
+# a short ValueError when they differ, instead of launching a kernel compiled for other sizes.
+# A data-dependent value (no hint) cannot be specialised and is refused.
+CONSTEXPR_GUARD_PREFIX = "constexpr_guard:"  # not an identifier: never a kernel parameter
+CONSTEXPR_GUARDS_KEY = "__functional_triton_constexpr_guards__"
+
+
+def _specialise_constexpr(info: KernelInfo, name: str, value: Any) -> Any:
+    """The Python constant a symbolic constexpr has for the traced inputs (guarded)."""
+    convert = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(value)]
+    try:
+        return convert(value)
+    except Exception:  # noqa: BLE001 - GuardOnDataDependentSymNode and kin: no value to specialise on
+        raise TypeError(
+            f"argument '{name}' of {info.name} is a tl.constexpr and got a data-dependent value; "
+            "a constexpr must be known when the program is traced"
+        ) from None
+
+
 def make_launch_spec(
     kernel: Any, info: KernelInfo, grid: GridType, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> LaunchSpec:
@@ -520,6 +546,9 @@ def make_launch_spec(
         constants[DESCRIPTORS_KEY] = split.descriptors
     if templates:
         constants[TUPLES_KEY] = templates
+    if split.specialised:  # Note [constexpr guards]
+        constants.update(split.specialised)
+        constants[CONSTEXPR_GUARDS_KEY] = tuple(split.specialised)
     return LaunchSpec(kernel, info, grid, split.tensors, constants)
 
 
@@ -540,6 +569,7 @@ class _Split:
         self.tensors: dict[str, Any] = {}
         self.descriptors: dict[str, Any] = {}
         self.devices: set[torch.device] = set()
+        self.specialised: dict[str, Any] = {}  # Note [constexpr guards]
 
     def take(self, name: str, value: Any) -> bool:
         """Record ``value`` if it must be traced; False for a constant."""
@@ -560,11 +590,9 @@ class _Split:
                 raise ValueError(message)
             self.devices.add(value.device)
         elif isinstance(value, _SYM_TYPES):
-            if name in info.constexpr_names:
-                raise TypeError(
-                    f"argument '{name}' of {info.name} is a tl.constexpr and got a symbolic "
-                    f"value {value}; a constexpr must be a Python constant"
-                )
+            if name in info.constexpr_names:  # Note [constexpr guards]
+                self.specialised[name] = _specialise_constexpr(info, name, value)
+                name = CONSTEXPR_GUARD_PREFIX + name
         else:
             return False
         self.tensors[name] = value
@@ -678,14 +706,45 @@ class _BoundLaunch:
         return _launch(kernel, info, grid, args, kwargs)
 
 
+# Note [wrapped kernels as callees]
+# A wrapped ``@triton.jit`` helper stays callable from other kernels, as the helper itself is:
+# replacing a module's ``silu`` by ``wrap_triton(silu)`` must not break the kernels that call
+# ``silu(x)``. Three callers look the name up:
+#   - the interpreter runs the caller as Python and calls the object: ``__call__`` calls the kernel;
+#   - triton's code generator accepts a global that is a JITFunction or a triton builtin, and calls
+#     a builtin with its own generator when the signature asks for ``_generator``: ``__call__``
+#     then emits the call of the wrapped JITFunction, exactly as for the helper itself
+#     (``_compat.call_from_kernel``);
+#   - the dependency finder behind a caller's cache key hashes the objects an "aggregate" lists in
+#     ``hash_attrs``: the wrapped kernel, so editing the helper still invalidates its callers.
+# The wrapper is not a JITFunction subclass on purpose: Dynamo would then take it for a raw
+# kernel and route its launches through PyTorch's own operator instead of this library's.
+
+
 class TritonKernel:
     """A Triton kernel whose launches tracing can see. Made by ``wrap_triton``."""
 
     __slots__ = ("kernel", "info")
+    # Note [wrapped kernels as callees]: the markers triton reads (triton 3.6 and 3.9).
+    __triton_builtin__ = True
+    __triton_aggregate__ = True
+    kernel: Any
+    info: KernelInfo
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self.info = kernel_info(kernel)
+
+    @property
+    def hash_attrs(self) -> tuple[Any, ...]:
+        """What a caller's cache key hashes for this object (Note [wrapped kernels as callees])."""
+        return (self.kernel,)
+
+    def __call__(self, *args: Any, _generator: Any = None, **kwargs: Any) -> Any:
+        """Called from inside another kernel: behave like the wrapped kernel there."""
+        if _generator is not None:  # triton's code generator (Note [wrapped kernels as callees])
+            return call_from_kernel(_generator, self.kernel, args, kwargs)
+        return self.kernel(*args, **kwargs)  # the interpreter; outside a kernel, triton's own error
 
     def __getitem__(self, grid: GridType) -> Callable[..., Any]:
         return _BoundLaunch(self.kernel, self.info, grid)

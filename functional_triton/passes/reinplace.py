@@ -12,15 +12,39 @@ not reads of the old value and are absorbed:
 - ``slice_scatter`` / ``select_scatter`` / ``as_strided_scatter`` / ``diagonal_scatter``
   of the written view back into its base (AOTAutograd's epilogue for a mutated view):
   once the kernel wrote the view in place, the scatter's result is the base itself;
-- ``copy_(input, new_value)`` where the new value is now the input's own storage.
+- ``copy_(input, new_value)`` where the new value is now the input's own storage: the same
+  view of it, or any chain of views (``view``, ``t``, ...) that lands on the input's memory
+  with the input's sizes, strides, offset and dtype (AOTAutograd's backward copy-back
+  ``copy_(primals_1, view(view(new)))``).
 
-A ``keep_alive`` call (Note [keep alive]) reads nothing and never keeps a copy.
+A ``keep_alive`` call (Note [keep alive]) reads nothing and never keeps a copy. A use of an
+input after an absorbed ``copy_`` into it reads the new value, not the old one (the forward
+returning a mutated input as a tensor saved for backward, with its copy-back in the graph).
 Everything else (a later read, a graph output such as a tensor saved for backward, a
-view created earlier and read later) keeps the copy. So does every group that reaches a
-graph input of a training graph (placeholders ``primals_*`` / ``tangents_*``):
-AOTAutograd copies a mutated input back after the forward, which bumps the version
-counter of a tensor the backward may have saved (it then refuses to run), and a
-backward's inputs are saved tensors and incoming gradients that autograd still owns.
+view created earlier and read later) keeps the copy.
+
+Graph inputs. The graph's own uses are all this pass sees; what else can observe an
+in-place write into an input is what AOTAutograd does around the graph:
+- A forward (or inference) graph's mutated input whose copy-back is *not* in the graph
+  (``keep_inference_input_mutations=False``) is returned, and AOTAutograd copies it into the
+  input after the graph. Were that value the input's own memory, the copy would bump the
+  version counter of a tensor the backward may have saved (autograd then refuses to run) and
+  overlap itself where geometries differ: such groups keep their copy. Two exceptions:
+  with the copy-back in the graph (``copy_`` absorbed above) there is no later copy and no
+  version bump (a kernel's launch bumps no version counter, and autograd's saved-tensor checks
+  only compare versions); and an inference graph (no tensor saved for backward) whose every
+  returned value in the group's storage is, once reinplaced, the input's own memory with the
+  input's geometry (the program returns what it wrote, or writes through ``x.t()``) makes the
+  copy-back a copy of that memory onto itself, as the clone would have bumped the version too.
+- A backward graph's inputs are incoming gradients (``tangents_*``) and saved tensors. Eager
+  runs the same kernel on the same tensors (the gradient autograd hands the Function, the
+  tensors it saved), so writing them in place is what eager does; AOTAutograd copies none of
+  them back, and reads of them later in the backward are uses this pass sees. A saved tensor
+  that is also a forward output seen by the caller never gets here (Note [backward writes to
+  forward tensors] in functionalize.py makes that raise), and a saved view of a forward input
+  is written back by AOTAutograd's own ``copy_`` into the input, absorbed above. So backward
+  inputs are reinplaced under the same rule as intermediates.
+
 Storages are tracked with a union-find over the fake tensors' storages in
 ``node.meta["val"]``, merged as groups are reinplaced. A node whose every group is reinplaced becomes a
 ``triton_kernel_wrapper_mutation`` launch between ``launch_arguments`` and ``write_back``.
@@ -35,6 +59,7 @@ get the same treatment from the functional operator.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -121,7 +146,7 @@ def _value_key(node: Any, replaced: Mapping[fx.Node, fx.Node]) -> Any:
     return node
 
 
-def _absorbed(use: fx.Node, replaced: Mapping[fx.Node, fx.Node]) -> bool:
+def _absorbed(use: fx.Node, replaced: Mapping[fx.Node, fx.Node], storages: _Storages | None = None) -> bool:
     """Whether ``use`` only writes the (now in-place) new value back into its own storage."""
     if use.op != "call_function":
         return False
@@ -131,8 +156,47 @@ def _absorbed(use: fx.Node, replaced: Mapping[fx.Node, fx.Node]) -> bool:
         return _value_key(src, replaced) == view_key
     if use.target is aten.copy_.default:
         dst, src = use.args[:2]
-        return _value_key(dst, replaced) == _value_key(src, replaced)
+        if _value_key(dst, replaced) == _value_key(src, replaced):
+            return True
+        return storages is not None and _same_memory(dst, src, replaced, storages)
     return False
+
+
+def _view_root(node: Any, replaced: Mapping[fx.Node, fx.Node]) -> Any:
+    """The value ``node`` is a view of, through any chain of aten view ops and replacements."""
+    while True:
+        while node in replaced:
+            node = replaced[node]
+        if not (
+            isinstance(node, fx.Node)
+            and node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)
+            and node.target.is_view
+            and node.args
+            and isinstance(node.args[0], fx.Node)
+        ):
+            return node
+        node = node.args[0]
+
+
+def _same_memory(a: Any, b: Any, replaced: Mapping[fx.Node, fx.Node], storages: _Storages) -> bool:
+    """Whether ``a`` and ``b`` are views of one storage with one geometry and dtype: a copy between
+    them changes nothing (AOTAutograd's ``copy_(primal, view(view(new)))`` once ``new`` is the
+    primal's own memory)."""
+    ra, rb = _view_root(a, replaced), _view_root(b, replaced)
+    ca, cb = storages.cls(ra), storages.cls(rb)
+    if ca is None or ca != cb:
+        return False
+    va = a.meta.get("val") if isinstance(a, fx.Node) else None
+    vb = b.meta.get("val") if isinstance(b, fx.Node) else None
+    if not (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)):
+        return False
+    return (
+        va.dtype == vb.dtype
+        and tuple(va.size()) == tuple(vb.size())
+        and tuple(va.stride()) == tuple(vb.stride())
+        and va.storage_offset() == vb.storage_offset()
+    )
 
 
 def _is_keep_alive(node: fx.Node) -> bool:
@@ -191,9 +255,49 @@ def _groups(node: fx.Node) -> dict[int, list[str]]:
     return groups
 
 
-def _is_training_graph(graph: fx.Graph) -> bool:
-    # AOTAutograd names a training forward's inputs primals_*, a backward's tangents_*.
-    return any(n.op == "placeholder" and n.name.startswith(("primals", "tangents")) for n in graph.nodes)
+def _is_backward_graph(graph: fx.Graph) -> bool:
+    # AOTAutograd names a backward's incoming gradients tangents_* (its other inputs are saved tensors).
+    return any(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)
+
+
+def _is_inference_graph(graph: fx.Graph) -> bool:
+    # AOTAutograd names an inference graph's inputs arg<i>_1 (a training forward's primals_<i>).
+    return any(n.op == "placeholder" and re.fullmatch(r"arg\d+_1", n.name) for n in graph.nodes)
+
+
+def _returns_input_itself(
+    graph: fx.Graph, cls: int, replaced: Mapping[fx.Node, fx.Node], storages: _Storages
+) -> bool:
+    """Whether every graph output in storage class ``cls`` (once reinplaced) is an input's own
+    memory with the input's geometry: AOTAutograd's copy-back after the graph then copies that
+    memory onto itself (Note [reinplacing])."""
+    inputs = [n for n in graph.nodes if n.op == "placeholder" and storages.cls(n) == cls]
+    (output,) = (n for n in graph.nodes if n.op == "output")
+    for value in output.all_input_nodes:
+        resolved = _value_key(value, replaced)
+        root = _view_root(resolved if isinstance(resolved, fx.Node) else value, replaced)
+        if storages.cls(root) != cls:
+            continue
+        if not any(_same_memory(value, p, replaced, storages) for p in inputs):
+            return False
+    return True
+
+
+def _reads_old_value(
+    use: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.Node, int], copies: Sequence[fx.Node]
+) -> bool:
+    """Whether ``use`` reads a value of storage class ``cls`` as it was before the kernel.
+
+    A use of an input after the graph's own ``copy_`` into it (AOTAutograd's in-graph copy-back,
+    absorbed), or of that ``copy_``'s result, reads the new value: the graph returns an input it
+    mutated that way (a tensor saved for backward, or the program returning what it wrote).
+    """
+    for value in use.all_input_nodes:
+        if storages.cls(value) != cls or value in copies:  # a copy_'s result is its new destination
+            continue
+        if not any(c.args[0] is value and order[c] < order[use] for c in copies):
+            return True
+    return False
 
 
 def _try_group(
@@ -202,7 +306,7 @@ def _try_group(
     storages: _Storages,
     order: Mapping[fx.Node, int],
     replaced: dict[fx.Node, fx.Node],
-    protected: set[int],
+    backward: bool,
 ) -> bool:
     """Decide one alias group; on success record getitem -> argument replacements."""
     kwargs: Mapping[str, Any] = node.kwargs["kwargs"]  # type: ignore[assignment]
@@ -211,8 +315,6 @@ def _try_group(
         return False
     (cls,) = classes
     assert cls is not None
-    if any(storages.find(p) == cls for p in protected):
-        return False
     layouts: Any = node.kwargs["layouts"]
     if not all(_geometry_matches(kwargs[n], layouts[n]) for n in names):
         return False
@@ -222,12 +324,20 @@ def _try_group(
         if name in outputs:
             trial[outputs[name]] = kwargs[name]
     later = _later_uses(node, cls, storages, order)
-    if any(not _absorbed(u, trial) for u in later):
+    absorbed = [u for u in later if _absorbed(u, trial, storages)]
+    copies = [u for u in absorbed if u.target is aten.copy_.default]
+    if any(_reads_old_value(u, cls, storages, order, copies) for u in later if u not in absorbed):
         return False
-    if cls in storages.placeholder_classes() and not any(u.target is aten.copy_.default for u in later):
+    if (
+        not backward
+        and cls in storages.placeholder_classes()
+        and not any(u.target is aten.copy_.default for u in later)
+        and not (_is_inference_graph(node.graph) and _returns_input_itself(node.graph, cls, trial, storages))
+    ):
         # Without keep_inference_input_mutations AOTAutograd copies the returned new value
-        # into the input after the graph; once that value aliases the input with another
-        # geometry, the copy would overlap itself. Keep the clone there.
+        # into the input after the graph: once that value is the input's own memory, the copy
+        # bumps the version of a tensor the backward may have saved, or overlaps itself when
+        # the geometries differ. Keep the clone there (Note [reinplacing]).
         return False
     replaced.update(trial)
     for name in names:
@@ -270,7 +380,7 @@ def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> No
     graph.erase_node(node)
 
 
-def _apply_replacements(graph: fx.Graph, replaced: dict[fx.Node, fx.Node]) -> None:
+def _apply_replacements(graph: fx.Graph, replaced: dict[fx.Node, fx.Node], storages: _Storages) -> None:
     """getitems -> arguments, absorbed scatters -> their base, absorbed copy_ -> gone."""
     for node in list(graph.nodes):
         if node in replaced:
@@ -279,7 +389,7 @@ def _apply_replacements(graph: fx.Graph, replaced: dict[fx.Node, fx.Node]) -> No
                 target = replaced[target]
             node.replace_all_uses_with(target)
             graph.erase_node(node)
-        elif node.op == "call_function" and _absorbed(node, replaced):
+        elif node.op == "call_function" and _absorbed(node, replaced, storages):
             dst = node.args[0]
             assert isinstance(dst, fx.Node)
             while dst in replaced:
@@ -296,23 +406,19 @@ def reinplace(gm: fx.GraphModule) -> fx.GraphModule:
     order = {n: i for i, n in enumerate(graph.nodes)}
     replaced: dict[fx.Node, fx.Node] = {}
     decisions: list[tuple[fx.Node, set[str]]] = []
-    protected = (
-        {storages.of_node[n] for n in graph.nodes if n.op == "placeholder" and n in storages.of_node}
-        if _is_training_graph(graph)
-        else set()
-    )
+    backward = _is_backward_graph(graph)
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not triton_kernel_wrapper_functional:
             continue
         inplace: set[str] = set()
         for names in _groups(node).values():
-            if _try_group(node, names, storages, order, replaced, protected):
+            if _try_group(node, names, storages, order, replaced, backward):
                 inplace.update(names)
         if inplace:
             decisions.append((node, inplace))
     for node, inplace in decisions:
         _rewrite_node(graph, node, inplace)
-    _apply_replacements(graph, replaced)
+    _apply_replacements(graph, replaced, storages)
     graph.lint()
     gm.recompile()
     return gm

@@ -182,12 +182,15 @@ def test_tensor_for_constexpr(mode: str) -> None:
         run_in(mode, prog, x8())
 
 
-def test_symint_for_constexpr_under_symbolic_tracing() -> None:
+def test_data_dependent_symint_for_constexpr_under_symbolic_tracing() -> None:
+    # A shape-derived constexpr is specialised with a guard (tests/unit/test_constexpr_guards.py);
+    # a data-dependent one has no value to specialise on.
     def prog(x: torch.Tensor) -> torch.Tensor:
-        ft.wrap_triton(K.add_one_inplace)[(1,)](x, N, BLOCK=x.shape[0])
+        ft.wrap_triton(K.add_one_inplace)[(1,)](x, N, BLOCK=(x > -1).sum().item())
         return x + 0
 
-    with pytest.raises(TypeError, match=r"argument 'BLOCK' of add_one_inplace is a tl\.constexpr"):
+    message = r"'BLOCK' of add_one_inplace is a tl\.constexpr and got a data-dependent"
+    with pytest.raises(TypeError, match=message):
         make_fx(prog, tracing_mode="symbolic")(x8())
 
 
