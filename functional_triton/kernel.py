@@ -183,24 +183,35 @@ def _plain_values(values: Iterable[Any]) -> bool:
 
 
 def _is_eager(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Like ``_is_plain``, for a user's launch: meta tensors launch the raw kernel too.
-
-    A raw launch on meta tensors raises (they hold no data); so must a wrapped one, rather
-    than reach the operator's meta rule and silently do nothing.
-    """
+    """Like ``_is_plain``, for a user's launch; False also when a meta tensor is among the arguments."""
     if _dispatch_stack_len() or _functorch_stack() is not None:
         return False
-    return _eager_values(args) and (not kwargs or _eager_values(kwargs.values()))
+    return _plain_values(args) and (not kwargs or _plain_values(kwargs.values()))
 
 
-def _eager_values(values: Iterable[Any]) -> bool:
-    for v in values:
-        t = type(v)
-        if t is Tensor or t is _Parameter or t in _CONSTANT_TYPES:
-            continue
-        if isinstance(v, _TRACEABLE_TYPES):
-            return False
-    return True
+def _refuse_meta(
+    kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """An eager launch (no mode) given a meta tensor: raise naming it, never launch.
+
+    Meta tensors hold no data. The interpreter's raw launch raises on them; a compiled kernel's
+    raw launch takes their null data pointer and faults the device (an illegal memory access
+    that poisons the CUDA context), so the wrapped launch refuses before launching. Reaching the
+    operator's meta rule instead would do nothing, silently.
+    """
+    if _dispatch_stack_len() or _functorch_stack() is not None:
+        return
+    meta = [n for n, v in bind_arguments(info, args, kwargs).items() if isinstance(v, Tensor) and v.is_meta]
+    if not meta or any(
+        isinstance(v, Tensor) and not v.is_meta and type(v) not in (Tensor, _Parameter)
+        for v in (*args, *kwargs.values())
+    ):
+        return  # a tensor subclass (fake, functional) takes the operator's path
+    make_launch_spec(kernel, info, grid, args, kwargs)  # mixed devices raise naming the argument
+    raise ValueError(
+        f"argument '{meta[0]}' of {info.name} is a meta tensor: it holds no data, so the kernel "
+        "cannot run on it (trace the program with FakeTensorMode or make_fx to run it without data)"
+    )
 
 
 def _is_traced(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -394,9 +405,7 @@ class GridByConfig:
 # raised, e.g. reading data a fake tensor lacks); a symbolic entry it returns then raises.
 
 
-def trace_grid(
-    kernel: Any, grid: GridType, bound: Mapping[str, Any]
-) -> tuple[tuple[Any, ...] | None, Any]:
+def trace_grid(kernel: Any, grid: GridType, bound: Mapping[str, Any]) -> tuple[tuple[Any, ...] | None, Any]:
     """The node's grid and the side table's grid callable for a traced launch (Note [traced grids]).
 
     A bad grid, or a grid callable that writes a tensor, raises now: at run time the callable
@@ -637,6 +646,7 @@ def _launch(
             return kernel[grid](*args, **kwargs)
         except Exception as e:
             return _after_failure(e, kernel, info, grid, args, kwargs)
+    _refuse_meta(kernel, info, grid, args, kwargs)
     return _launch_traced(kernel, info, grid, args, kwargs)
 
 

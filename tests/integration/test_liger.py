@@ -239,7 +239,13 @@ MORE_OPS: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]] = {
         lambda x, r, w: fused_add_rms_norm.LigerFusedAddRMSNormFunction.apply(x, r, w, 1e-6),
         lambda: (_randn(4, 32), _randn(4, 32), _randn(32)),
     ),
+    # Per-token modulation: one scale and shift row per row of x, no atomics in backward.
     "modulated_rms_norm": (
+        lambda x, w, s, b: modulated_rms_norm.LigerModulatedRMSNormFunction.apply(x, w, s, b, 1e-6),
+        lambda: (_randn(2, 4, 32), _randn(32), _randn(2, 4, 32), _randn(2, 4, 32)),
+    ),
+    # Per-batch modulation: backward sums dscale/dshift over rows with relaxed float atomics.
+    "modulated_rms_norm_per_batch": (
         lambda x, w, s, b: modulated_rms_norm.LigerModulatedRMSNormFunction.apply(x, w, s, b, 1e-6),
         lambda: (_randn(2, 4, 32), _randn(32), _randn(2, 32), _randn(2, 32)),
     ),
@@ -257,8 +263,16 @@ MORE_OPS: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]] = {
 }
 
 
+FLOAT_ATOMIC_OPS = frozenset({"modulated_rms_norm_per_batch"})
+
+
 @pytest.mark.parametrize("name", list(MORE_OPS))
 def test_more_ops(name: str) -> None:
+    if name in FLOAT_ATOMIC_OPS and torch.empty(0).device.type == "cuda":
+        pytest.skip(
+            f"{name}'s backward accumulates with relaxed float atomics, so on a GPU two eager runs "
+            "differ in the last bits; compared bit for bit on the interpreter, which runs programs in order"
+        )
     fn, make_inputs = MORE_OPS[name]
     check_against_eager(fn, make_inputs)
 

@@ -445,6 +445,10 @@ def test_tuple_of_host_descriptors() -> None:
     pair = (descriptor.from_tensor(x, [4, 8]), descriptor.from_tensor(y, [4, 8]))
     result = analyze_writes(descriptor_pair_add_one, {"descs": pair, "BM": 4, "BN": 8})
     assert result.written_names == frozenset({"descs[1]"}), result.reason
+    try:
+        prog(lambda k: k, *inputs())
+    except AssertionError as e:  # triton 3.6's CUDA launcher asserts on a tuple of host descriptors
+        pytest.skip(f"this triton's raw launch of a tuple of host descriptors fails too: {e!r}")
     check_matches_eager(prog, inputs)
 
 
