@@ -197,7 +197,8 @@ def _sum_prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
     return out.sum()
 
 
-# torch's forward-mode AD scripts a helper on first use, which warns (torch 2.13: DeprecationWarning, 2.14: FutureWarning).
+# torch's forward-mode AD scripts a helper on first use, which warns
+# (torch 2.13: DeprecationWarning, 2.14: FutureWarning).
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")
 @pytest.mark.parametrize(
     "transform, name, shape",
