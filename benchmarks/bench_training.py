@@ -4,7 +4,9 @@ RMSNorm, RoPE, causal attention (torch SDPA), a SwiGLU MLP and a chunked linear 
 each Liger kernel routed through ``ft.wrap_triton`` (``tests/integration/liger.py``), under
 ``aot_module`` with ``reinplace_compiler`` as forward and backward compiler, against the same
 step eager with Liger's raw kernels. Measured side by side in one run: step time and the step's
-peak memory (``torch.cuda.max_memory_allocated`` above what was allocated before the step).
+peak memory (``torch.cuda.max_memory_allocated`` during the step, above what was allocated before it
+with that model's gradients cleared, so both sides count the gradients the step allocates).
+``--profile`` adds, for each side, the CUDA kernels that take the most device time.
 The loss is Liger's cross-entropy kernels without Liger's data-dependent Python
 (``tests/integration/liger_workarounds.py``, README known limits), scaled by 2 (loss scaling).
 
@@ -96,9 +98,7 @@ def inputs(seq: int, hidden: int, heads: int, vocab: int, dtype: torch.dtype, de
 
 
 def step(model: Callable[..., Any], params: list[torch.nn.Parameter], args: tuple[Any, ...]) -> torch.Tensor:
-    for p in params:
-        p.grad = None
-    args[0].grad = None
+    clear_grads(params, args)
     loss = model(*args)
     (loss * LOSS_SCALE).backward()
     return loss
@@ -118,14 +118,33 @@ def timed(fn: Callable[[], Any], gpu: bool, reps: int) -> float:
     return statistics.median(samples)
 
 
-def peak_bytes(fn: Callable[[], Any]) -> int:
-    """Peak memory one call allocates above what was allocated before it."""
+def clear_grads(params: list[torch.nn.Parameter], args: tuple[Any, ...]) -> None:
+    for p in params:
+        p.grad = None
+    args[0].grad = None
+
+
+def peak_bytes(fn: Callable[[], Any], clear: Callable[[], None]) -> int:
+    """Peak memory one call allocates above what was allocated before it, gradients cleared."""
+    clear()
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     fn()
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - before
+
+
+def print_profile(name: str, fn: Callable[[], Any], top: int = 12) -> None:
+    """The kernels of one step that take the most device time, and the step's kernel count."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    print(f"--- {name}: {sum(e.count for e in events if e.device_type.name == 'CUDA')} kernel launches")
+    print(events.table(sort_by="device_time_total", row_limit=top, max_name_column_width=60))
 
 
 def compare(eager: DecoderBlock, traced: DecoderBlock, eager_out: Any, traced_out: Any, exact: bool) -> float:
@@ -145,6 +164,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--profile", action="store_true", help="list the top kernels")
     args = parser.parse_args()
     gpu = not SMOKE
     device, dtype = ("cuda", torch.bfloat16) if gpu else ("cpu", torch.float32)
@@ -179,7 +199,11 @@ def main() -> None:
         for fn in (run_eager, run_traced):
             fn()
         t_eager, t_traced = timed(run_eager, gpu, args.reps), timed(run_traced, gpu, args.reps)
-        m_eager, m_traced = peak_bytes(run_eager), peak_bytes(run_traced)
+        m_eager = peak_bytes(run_eager, lambda: clear_grads(list(eager.parameters()), eager_args))
+        m_traced = peak_bytes(run_traced, lambda: clear_grads(list(traced_model.parameters()), traced_args))
+        if args.profile:
+            for name, fn in (("eager", run_eager), ("aot_module+reinplace", run_traced)):
+                print_profile(name, fn)
     print(
         f"step time   eager {t_eager * 1e3:9.2f} ms   aot_module+reinplace {t_traced * 1e3:9.2f} ms   "
         f"ratio {t_traced / t_eager:.3f}x"

@@ -68,6 +68,7 @@ from torch import fx
 
 from ..aliasing import check_untraced_aliasing, in_place_group, rebuild_arguments, write_back
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from .boxed import boxed_freeing_inputs
 
 aten = torch.ops.aten
 
@@ -443,16 +444,15 @@ def reinplace_compiler(
         inner: another AOTAutograd compiler to run after the rewrite.
 
     Returns:
-        What ``inner`` returns, or a boxed callable running ``gm``.
+        What ``inner`` returns, or a boxed callable running ``gm`` that frees each input
+        after its last use (Note [freeing graph inputs]).
 
     Example:
         >>> compiled = aot_function(f, fw_compiler=ft.reinplace_compiler,  # doctest: +SKIP
         ...                         bw_compiler=ft.reinplace_compiler)
         >>> chained = functools.partial(ft.reinplace_compiler, inner=my_compiler)  # doctest: +SKIP
     """
-    from functorch.compile import make_boxed_func
-
     reinplace(gm)
     if inner is not None:
         return inner(gm, example_inputs)
-    return make_boxed_func(gm.forward)
+    return boxed_freeing_inputs(gm)

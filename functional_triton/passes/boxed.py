@@ -1,0 +1,53 @@
+"""Run a compiled graph in AOTAutograd's boxed calling convention, freeing inputs at last use.
+
+Note [freeing graph inputs]
+AOTAutograd calls a compiled graph with one list of arguments (``_boxed_call``) so that the
+graph can drop each input as soon as it is dead: a backward graph's inputs are the tensors
+saved in the forward, and eager autograd frees each node's saved tensors right after that
+node's backward. ``make_boxed_func(gm.forward)`` unpacks the list into a call, so the list and
+the call's arguments hold every input until the whole graph returns: a backward graph then
+keeps every saved activation alive while it allocates every gradient, a higher peak than
+eager's. FX's generated code already sets each value to ``None`` after its last use; here the
+generated function takes the list itself and empties it before the body runs, so those
+``None`` assignments release the inputs too. The code runs in a copy of the graph module,
+so the caller's ``gm`` keeps its usual signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch import fx
+
+from .._compat import graph_uses_plain_codegen
+
+
+class _BoxedCodeGen(fx.CodeGen):
+    """FX code whose ``forward(self, args_list)`` unpacks and clears its argument list."""
+
+    def gen_fn_def(self, free_vars: list[str], maybe_return_annotation: str, *_: Any, **__: Any) -> str:
+        names = [v.split(":")[0].split("=")[0].strip() for v in free_vars if v != "self"]
+        lines = [f"def forward(self, args_list){maybe_return_annotation}:"]
+        if names:
+            lines.append(f"    {', '.join(names)}, = args_list")
+        lines.append("    args_list.clear()")
+        return "\n".join(lines)
+
+
+def boxed_freeing_inputs(gm: fx.GraphModule) -> Callable[[list[Any]], Any]:
+    """A ``_boxed_call`` function running ``gm`` that frees each input after its last use."""
+    if not graph_uses_plain_codegen(gm):
+        from functorch.compile import make_boxed_func
+
+        return make_boxed_func(gm.forward)  # type: ignore[no-any-return]
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    graph.set_codegen(_BoxedCodeGen())
+    forward = fx.GraphModule(gm, graph).forward  # gm itself keeps its own calling convention
+
+    def run(args: list[Any]) -> Any:
+        return forward(args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
