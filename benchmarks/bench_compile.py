@@ -23,7 +23,7 @@ from typing import Any
 import torch  # noqa: E402  (after bench_graphs, which chooses the interpreter)
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from bench_graphs import SMOKE, cases, host_time, timed
+from bench_graphs import SMOKE, cases, host_time, print_tables, table_row, timed
 
 import functional_triton as ft  # noqa: E402
 
@@ -182,23 +182,10 @@ def main() -> None:
         tables, failed = measure(name, prog, make, gpu, reps, no_grad)
         failures += [f for f in failed if f.startswith("ft")]
         for table, row in tables.items():
-            raw = row["raw"]
-            assert raw is not None
-            scale = 1e6 if table == "host us per call" else 1e3
-            cells = " ".join(
-                f"{'n/a':>9s}"
-                if row[k] is None
-                else (f"{row[k] * 1e6:9.1f}" if table == "host us per call" else f"{row[k] / raw:8.2f}x")
-                for k in KEYS
-            )
-            lines[table].append(f"{name:42s} {raw * scale:8.3f} {cells}")
+            lines[table].append(table_row(table, name, row, KEYS))
         if gpu:
             torch.cuda.empty_cache()
-    for table, rows in lines.items():
-        unit = "raw us" if table == "host us per call" else "raw ms"
-        print(f"\n[{table}]")
-        print(f"{'case':42s} {unit:>8s} " + " ".join(f"{k:>9s}" for k in KEYS))
-        print("\n".join(rows))
+    print_tables(lines, KEYS)
     if failures:
         print("\nfunctional_triton variants that failed: " + ", ".join(failures))
         sys.exit(1)

@@ -12,7 +12,8 @@ from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
-from tests.harness import nop, raw
+from tests.harness import raw
+from tests.helpers import nop
 from tests.kernels import add_one_inplace
 
 

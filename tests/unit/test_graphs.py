@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 import torch
-from functorch.compile import aot_function, make_boxed_func
+from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 from tests import kernels as K
+from tests.helpers import Capture, assert_same
 
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
 
@@ -33,10 +34,6 @@ def normalise(code: str) -> str:
 
 def call_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in gm.graph.nodes if n.op == "call_function"]
-
-
-def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
 
 
 def inplace(wrap: Any, x: torch.Tensor) -> torch.Tensor:
@@ -107,15 +104,9 @@ def forward(self, arg0_1, arg1_1):
 
 
 def test_aot_function_forward_graph_out_of_place() -> None:
-    graphs: list[torch.fx.GraphModule] = []
-
-    def capture(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        graphs.append(gm)
-        return make_boxed_func(gm.forward)
-
-    compiled = aot_function(
-        lambda x, y: out_of_place(ft.wrap_triton, x, y), fw_compiler=capture, bw_compiler=capture
-    )
+    kept = Capture()
+    compiled = aot_function(lambda x, y: out_of_place(ft.wrap_triton, x, y), **kept.compilers)
+    graphs = kept.graphs
     x, y = torch.arange(N, dtype=torch.float32), torch.full((N,), 0.5)
     result = compiled(x, y)
     assert len(graphs) == 1

@@ -10,12 +10,9 @@ import torch
 import functional_triton as ft
 from functional_triton.side_table import TableIndex, kernel_side_table
 from tests import kernels as K
+from tests.helpers import assert_same
 
 N = 8
-
-
-def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
 
 
 def layout(t: torch.Tensor, group: int) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:

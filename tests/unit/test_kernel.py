@@ -19,6 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import functional_triton as ft
 from functional_triton.side_table import kernel_side_table
 from tests import kernels as K
+from tests.helpers import assert_same
 
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
 
@@ -93,10 +94,6 @@ def stacked_scale(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 
 def arange(n: int = N) -> torch.Tensor:
     return torch.arange(n, dtype=torch.float32) * 0.5 - 1.25
-
-
-def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
 
 
 def eager_pair(

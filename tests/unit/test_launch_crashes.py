@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 from tests import kernels as K
-from tests.harness import nop
+from tests.helpers import nop
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
