@@ -82,6 +82,7 @@ def train_step(fn: Callable[..., Any], x: torch.Tensor, w: torch.Tensor) -> torc
     """One training step around a (compiled) loss: backward, then an SGD update of ``w`` in place."""
     out = fn(x, w)
     out.backward(out.detach())  # the gradient of 0.5 * out.square().sum()
+    assert w.grad is not None
     with torch.no_grad():
         w -= 0.01 * w.grad
     w.grad = None
@@ -150,6 +151,10 @@ def measure(
     return tables, failures
 
 
+def _one_input(make: Callable[[], torch.Tensor]) -> tuple[torch.Tensor]:
+    return (make(),)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", action="store_true")
@@ -163,7 +168,9 @@ def main() -> None:
         f"{torch.cuda.get_device_name() if gpu else 'CPU interpreter (smoke check, no figures)'}"
     )
     n_train = (1 << 24) if gpu else 4096
-    workloads = [(name, prog, (lambda m=make: (m(),)), True) for name, prog, make in cases(gpu)]
+    workloads: list[tuple[str, Callable[..., Any], Callable[[], tuple[Any, ...]], bool]] = [
+        (name, prog, functools.partial(_one_input, make), True) for name, prog, make in cases(gpu)
+    ]
     workloads.append(
         (
             f"training step, {n_train} elements",

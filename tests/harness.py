@@ -56,13 +56,13 @@ def compile_mode(mode: str, fn: Program, example: Sequence[Any], **aot_kwargs: A
         "bw_compiler": aot_kwargs.pop("bw_compiler", nop),
     }
     if mode == "aot_function":
-        return aot_function(traced, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+        return aot_function(traced, **compilers, **aot_kwargs)
     if mode in ("reinplace", "reinplace_keep"):
         compilers = {"fw_compiler": ft.reinplace_compiler, "bw_compiler": ft.reinplace_compiler}
         aot_kwargs["keep_inference_input_mutations"] = mode == "reinplace_keep"
-        return aot_function(traced, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+        return aot_function(traced, **compilers, **aot_kwargs)
     if mode == "aot_module":
-        return aot_module(_Module(fn), **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+        return aot_module(_Module(fn), **compilers, **aot_kwargs)
     if mode == "functionalize":
         gm = make_fx(torch.func.functionalize(traced, remove="mutations"))(*example)
     elif mode == "functionalize_views":
@@ -76,7 +76,7 @@ def compile_mode(mode: str, fn: Program, example: Sequence[Any], **aot_kwargs: A
     # As any consumer of the graph may: nothing eager did may depend on a node FX thinks is dead.
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    return gm  # type: ignore[no-any-return]
+    return gm
 
 
 def _tensors(tree: Any) -> list[Any]:

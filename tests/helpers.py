@@ -8,7 +8,7 @@ imports nothing from the tests.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from functorch.compile import make_boxed_func
@@ -18,6 +18,7 @@ import functional_triton as ft
 from functional_triton.side_table import kernel_side_table
 
 Compiler = Callable[[torch.fx.GraphModule, Any], Any]
+TracingMode = Literal["real", "fake", "symbolic"]  # make_fx's tracing_mode
 
 
 def nop(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:

@@ -83,8 +83,8 @@ def compiled(
     kept.inner = inner
     compilers = kept.compilers
     if mode.startswith("aot_module"):
-        return aot_module(_Module(fn), **compilers, **aot_kwargs)  # type: ignore[no-any-return]
-    return aot_function(fn, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+        return aot_module(_Module(fn), **compilers, **aot_kwargs)
+    return aot_function(fn, **compilers, **aot_kwargs)
 
 
 def _snapshot(inputs: Sequence[Any]) -> list[Any]:
@@ -280,7 +280,7 @@ def _logits_and_targets() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _liger_ce(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    return cross_entropy.LigerCrossEntropyFunction.apply(x, t, None)[0]  # type: ignore[no-any-return]
+    return cross_entropy.LigerCrossEntropyFunction.apply(x, t, None)[0]
 
 
 def test_cross_entropy_on_logits_passed_in_keeping_input_mutations() -> None:

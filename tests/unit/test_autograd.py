@@ -48,7 +48,8 @@ def test_traced_kernel_is_opaque_like_a_raw_launch() -> None:
     assert torch.equal(y, torch.arange(float(N)) * 2 + 1)
     assert torch.equal(out, torch.arange(float(N)) * 3 + 1)
     (y * torch.arange(1.0, N + 1)).sum().backward()
-    assert torch.equal(x.grad, 2 * torch.arange(1.0, N + 1))  # the mul's gradient, nothing from the kernels
+    # The mul's gradient, nothing from the kernels.
+    assert x.grad is not None and torch.equal(x.grad, 2 * torch.arange(1.0, N + 1))
 
 
 def test_opaque_program_matches_eager_in_every_mode() -> None:

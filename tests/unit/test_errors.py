@@ -57,7 +57,7 @@ def x8() -> torch.Tensor:
 # --- wrap_triton --------------------------------------------------------------------------------------
 
 
-def plain_function(x_ptr, n):  # type: ignore[no-untyped-def]
+def plain_function(x_ptr, n):
     pass
 
 

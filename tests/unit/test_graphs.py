@@ -17,7 +17,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 from tests import kernels as K
-from tests.helpers import Capture, assert_same
+from tests.helpers import Capture, assert_same, kwarg
 
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
 
@@ -64,7 +64,7 @@ def test_make_fx_mutation_graph() -> None:
     assert node.target is ft.triton_kernel_wrapper_mutation
     assert set(node.kwargs) == MUTATION_KEYS
     assert node.kwargs["grid"] == (1,)
-    assert list(node.kwargs["kwargs"]) == ["x_ptr"]
+    assert list(kwarg(node, "kwargs")) == ["x_ptr"]
     x_g, x_e = torch.arange(N, dtype=torch.float32), torch.arange(N, dtype=torch.float32)
     assert_same(gm(x_g), inplace(raw, x_e))
     assert_same(x_g, x_e)
@@ -88,7 +88,8 @@ def test_make_fx_functionalize_graph() -> None:
     assert set(fnode.kwargs) == FUNCTIONAL_KEYS
     assert getitem.target is operator.getitem and getitem.args == (fnode, "x_ptr")
     assert copy.target is torch.ops.aten.copy_.default
-    assert copy.args[0].op == "placeholder" and copy.args[1] is getitem
+    assert isinstance(copy.args[0], torch.fx.Node) and copy.args[0].op == "placeholder"
+    assert copy.args[1] is getitem
     x_g, x_e = torch.arange(N, dtype=torch.float32), torch.arange(N, dtype=torch.float32)
     assert_same(gm(x_g), inplace(raw, x_e))
     assert_same(x_g, x_e)
@@ -121,7 +122,7 @@ def test_aot_function_forward_graph_out_of_place() -> None:
     ]
     fnode = call_nodes(fw)[1]
     assert set(fnode.kwargs) == FUNCTIONAL_KEYS
-    assert list(fnode.kwargs["kwargs"]) == ["x_ptr", "y_ptr", "out_ptr"]
+    assert list(kwarg(fnode, "kwargs")) == ["x_ptr", "y_ptr", "out_ptr"]
     assert_same(result, out_of_place(raw, x.clone(), y.clone()))
     assert not torch.equal(result, torch.zeros(N))
 

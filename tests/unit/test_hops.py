@@ -16,7 +16,7 @@ N = 8
 
 
 def layout(t: torch.Tensor, group: int) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
-    return (group, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    return (group, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
 
 
 def storage_ptr(t: torch.Tensor) -> int:

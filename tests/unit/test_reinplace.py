@@ -325,7 +325,7 @@ def test_forward_input_written_and_saved(keep: bool) -> None:
     # write into that copy, saved for backward, is done in place. (A graph input written directly,
     # with its copy-back in the graph, is tests/integration/test_liger.py's cross-entropy case.)
     def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
-        return InputWrittenAndSaved.apply(x, wrap)  # type: ignore[no-any-return]
+        return InputWrittenAndSaved.apply(x, wrap)
 
     assert clone_counts(prog, _leaf, keep=keep) == [(2, 0), (0, 0)]
     check_matches_eager(prog, _leaf, modes=("reinplace", "reinplace_keep"))
@@ -348,7 +348,7 @@ def test_saved_tensor_read_after_the_backward_write_keeps_its_clone() -> None:
             return dy * y + old, None
 
     def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
-        return ReadAfterWrite.apply(x, wrap)  # type: ignore[no-any-return]
+        return ReadAfterWrite.apply(x, wrap)
 
     check_matches_eager(prog, _leaf, modes=("reinplace", "reinplace_keep"))
 
