@@ -332,14 +332,7 @@ def test_forward_input_written_and_saved(keep: bool) -> None:
 
 
 def test_saved_tensor_read_after_the_backward_write_keeps_its_clone() -> None:
-    class ReadAfterWrite(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: torch.Tensor, wrap: Any) -> torch.Tensor:
-            y = x * 3
-            ctx.save_for_backward(y)
-            ctx.wrap = wrap
-            return x * 2
-
+    class ReadAfterWrite(SavedWrittenInPlace):
         @staticmethod
         def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
             (y,) = ctx.saved_tensors
