@@ -92,7 +92,9 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def measure(kernel: Any, kwargs: dict[str, object], repeats: int) -> tuple[float, float, float, object]:
+def measure(
+    kernel: Any, kwargs: dict[str, object], repeats: int
+) -> tuple[float, float, float, frozenset[str] | None]:
     first = timed(lambda: mutation.analyze_writes(kernel, kwargs))
     cold = []
     for _ in range(repeats):
@@ -109,7 +111,7 @@ def main() -> None:
     print(f"{'kernel':<22}{'first ms':>10}{'cold ms':>10}{'cached us':>11}  written")
     for name, kernel, kwargs in CASES:
         first, cold, cached, written = measure(kernel, kwargs, repeats=10)
-        names = "unknown" if written is None else sorted(written)  # type: ignore[arg-type]
+        names = "unknown" if written is None else sorted(written)
         print(f"{name:<22}{first * 1e3:>10.1f}{cold * 1e3:>10.1f}{cached * 1e6:>11.1f}  {names}")
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch  # noqa: E402  (after bench_graphs, which chooses the interpreter)
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from bench_graphs import SMOKE, cases, host_time, timed
+from bench_graphs import SMOKE, cases, host_time, print_tables, table_row, timed
 
 import functional_triton as ft  # noqa: E402
 
@@ -82,6 +82,7 @@ def train_step(fn: Callable[..., Any], x: torch.Tensor, w: torch.Tensor) -> torc
     """One training step around a (compiled) loss: backward, then an SGD update of ``w`` in place."""
     out = fn(x, w)
     out.backward(out.detach())  # the gradient of 0.5 * out.square().sum()
+    assert w.grad is not None
     with torch.no_grad():
         w -= 0.01 * w.grad
     w.grad = None
@@ -150,6 +151,10 @@ def measure(
     return tables, failures
 
 
+def _one_input(make: Callable[[], torch.Tensor]) -> tuple[torch.Tensor]:
+    return (make(),)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", action="store_true")
@@ -163,7 +168,9 @@ def main() -> None:
         f"{torch.cuda.get_device_name() if gpu else 'CPU interpreter (smoke check, no figures)'}"
     )
     n_train = (1 << 24) if gpu else 4096
-    workloads = [(name, prog, (lambda m=make: (m(),)), True) for name, prog, make in cases(gpu)]
+    workloads: list[tuple[str, Callable[..., Any], Callable[[], tuple[Any, ...]], bool]] = [
+        (name, prog, functools.partial(_one_input, make), True) for name, prog, make in cases(gpu)
+    ]
     workloads.append(
         (
             f"training step, {n_train} elements",
@@ -182,23 +189,10 @@ def main() -> None:
         tables, failed = measure(name, prog, make, gpu, reps, no_grad)
         failures += [f for f in failed if f.startswith("ft")]
         for table, row in tables.items():
-            raw = row["raw"]
-            assert raw is not None
-            scale = 1e6 if table == "host us per call" else 1e3
-            cells = " ".join(
-                f"{'n/a':>9s}"
-                if row[k] is None
-                else (f"{row[k] * 1e6:9.1f}" if table == "host us per call" else f"{row[k] / raw:8.2f}x")
-                for k in KEYS
-            )
-            lines[table].append(f"{name:42s} {raw * scale:8.3f} {cells}")
+            lines[table].append(table_row(table, name, row, KEYS))
         if gpu:
             torch.cuda.empty_cache()
-    for table, rows in lines.items():
-        unit = "raw us" if table == "host us per call" else "raw ms"
-        print(f"\n[{table}]")
-        print(f"{'case':42s} {unit:>8s} " + " ".join(f"{k:>9s}" for k in KEYS))
-        print("\n".join(rows))
+    print_tables(lines, KEYS)
     if failures:
         print("\nfunctional_triton variants that failed: " + ", ".join(failures))
         sys.exit(1)

@@ -18,7 +18,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 SMOKE = "--gpu" not in sys.argv
@@ -179,6 +179,33 @@ def variants(prog: Callable[..., Any], gpu: bool) -> dict[str, Callable[..., Any
     return out
 
 
+HOST_TABLE = "host us per call"
+
+
+def table_row(table: str, name: str, row: dict[str, float | None], keys: Sequence[str]) -> str:
+    """One printed row: the raw launch's time, then each variant's (host table: microseconds per
+    call; device tables: times the raw launch's); ``n/a`` where a variant did not run."""
+    raw = row["raw"]
+    assert raw is not None
+    cells = []
+    for k in keys:
+        t = row[k]
+        if t is None:
+            cells.append(f"{'n/a':>9s}")
+        else:
+            cells.append(f"{t * 1e6:9.1f}" if table == HOST_TABLE else f"{t / raw:8.2f}x")
+    first = f"{raw * 1e6:8.1f}" if table == HOST_TABLE else f"{raw * 1e3:8.3f}"
+    return f"{name:42s} {first} {' '.join(cells)}"
+
+
+def print_tables(tables: dict[str, list[str]], keys: Sequence[str]) -> None:
+    for table, lines in tables.items():
+        unit = "raw us" if table == HOST_TABLE else "raw ms"
+        print(f"\n[{table}]")
+        print(f"{'case':42s} {unit:>8s} " + " ".join(f"{k:>9s}" for k in keys))
+        print("\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", action="store_true")
@@ -209,26 +236,11 @@ def main() -> None:
                 except Exception as e:  # report, keep measuring the others
                     print(f"  {key} failed on {name!r}: {type(e).__name__}: {str(e)[:200]}")
             for table, row in times.items():
-                raw = row["raw"]
-                assert raw is not None
-                if table == "host us per call":
-                    cells = " ".join(
-                        f"{'n/a':>9s}" if row[k] is None else f"{row[k] * 1e6:9.1f}" for k in keys
-                    )
-                    tables[table].append(f"{name:42s} {raw * 1e6:8.1f} {cells}")
-                else:
-                    cells = " ".join(
-                        f"{'n/a':>9s}" if row[k] is None else f"{row[k] / raw:8.2f}x" for k in keys
-                    )
-                    tables[table].append(f"{name:42s} {raw * 1e3:8.3f} {cells}")
+                tables[table].append(table_row(table, name, row, keys))
             del x
             if gpu:
                 torch.cuda.empty_cache()
-    for table, lines in tables.items():
-        unit = "raw us" if table == "host us per call" else "raw ms"
-        print(f"\n[{table}]")
-        print(f"{'case':42s} {unit:>8s} " + " ".join(f"{k:>9s}" for k in keys))
-        print("\n".join(lines))
+    print_tables(tables, keys)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ CLONES_LEFT: list[int] = []  # per compiled graph: alias groups still copied aft
 
 
 def counting_reinplace_compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-    from tests.unit.test_reinplace import cloned_groups
+    from tests.helpers import cloned_groups
 
     compiled = ft.reinplace_compiler(gm, example_inputs)
     CLONES_LEFT.append(cloned_groups(gm))

@@ -1,4 +1,4 @@
-"""check_matches_eager: run a program eagerly with raw kernels and under each tracing mode.
+"""check_matches_eager / check_compiled: run a program eagerly with raw kernels and traced or compiled.
 
 A program is ``fn(wrap, *inputs)``: it launches kernels as ``wrap(kernel)[grid](...)``.
 The eager reference passes ``wrap = raw`` (the kernel itself, no functional_triton at
@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
-from functorch.compile import aot_function, aot_module, make_boxed_func
+from functorch.compile import aot_function, aot_module
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
+from tests.helpers import nop
 
 Program = Callable[..., Any]
 ALL_MODES = (
@@ -38,10 +39,6 @@ def raw(kernel: Any) -> Any:
     return kernel
 
 
-def nop(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-    return make_boxed_func(gm.forward)
-
-
 class _Module(torch.nn.Module):
     def __init__(self, fn: Program) -> None:
         super().__init__()
@@ -59,13 +56,13 @@ def compile_mode(mode: str, fn: Program, example: Sequence[Any], **aot_kwargs: A
         "bw_compiler": aot_kwargs.pop("bw_compiler", nop),
     }
     if mode == "aot_function":
-        return aot_function(traced, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+        return aot_function(traced, **compilers, **aot_kwargs)
     if mode in ("reinplace", "reinplace_keep"):
         compilers = {"fw_compiler": ft.reinplace_compiler, "bw_compiler": ft.reinplace_compiler}
         aot_kwargs["keep_inference_input_mutations"] = mode == "reinplace_keep"
-        return aot_function(traced, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+        return aot_function(traced, **compilers, **aot_kwargs)
     if mode == "aot_module":
-        return aot_module(_Module(fn), **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+        return aot_module(_Module(fn), **compilers, **aot_kwargs)
     if mode == "functionalize":
         gm = make_fx(torch.func.functionalize(traced, remove="mutations"))(*example)
     elif mode == "functionalize_views":
@@ -79,7 +76,7 @@ def compile_mode(mode: str, fn: Program, example: Sequence[Any], **aot_kwargs: A
     # As any consumer of the graph may: nothing eager did may depend on a node FX thinks is dead.
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    return gm  # type: ignore[no-any-return]
+    return gm
 
 
 def _tensors(tree: Any) -> list[Any]:
@@ -104,7 +101,7 @@ def _storage(t: torch.Tensor) -> int:
 
 def _alias_map(outputs: list[Any], inputs: Sequence[Any]) -> list[tuple[int, ...]]:
     """For each tensor output: the indices of the inputs it shares storage with."""
-    result = []
+    result: list[tuple[int, ...]] = []
     for o in outputs:
         if not isinstance(o, torch.Tensor):
             result.append(())
@@ -221,3 +218,22 @@ def check_matches_eager(
             compare(
                 run_once(call, make_inputs, ng), expected, label, check_aliases=mode not in FRESH_OUTPUT_MODES
             )
+
+
+def check_compiled(
+    fn: Program,
+    make_inputs: Callable[[], Sequence[Any]],
+    *,
+    backends: Sequence[Any] = ("eager", "aot_eager"),
+    no_grad: Sequence[bool] = (True, False),
+    **compile_kwargs: Any,
+) -> None:
+    """``fn(wrap, *inputs)`` under torch.compile(fullgraph=True) == eager with raw kernels, bit for bit."""
+    for ng in no_grad:
+        expected = run_once(functools.partial(fn, raw), make_inputs, ng)
+        for backend in backends:
+            torch._dynamo.reset()
+            compiled = torch.compile(
+                functools.partial(fn, ft.wrap_triton), backend=backend, fullgraph=True, **compile_kwargs
+            )
+            compare(run_once(compiled, make_inputs, ng), expected, f"{backend} (no_grad={ng})")

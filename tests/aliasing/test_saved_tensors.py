@@ -14,12 +14,12 @@ from tests.harness import check_matches_eager
 MODES = ("aot_function", "aot_module", "reinplace", "reinplace_keep")
 
 
-def _add_one(wrap, t: torch.Tensor) -> None:  # type: ignore[no-untyped-def]
+def _add_one(wrap, t: torch.Tensor) -> None:
     wrap(K.add_one_inplace)[(1,)](t, t.numel(), BLOCK=16)
 
 
 def test_saved_intermediate_written_after_use() -> None:
-    def prog(wrap, x):  # type: ignore[no-untyped-def]
+    def prog(wrap, x):
         y = x.clone()
         out = y.sin()  # saves y
         _add_one(wrap, y)
@@ -29,7 +29,7 @@ def test_saved_intermediate_written_after_use() -> None:
 
 
 def test_saved_view_of_an_input_written_after_use() -> None:
-    def prog(wrap, x, w):  # type: ignore[no-untyped-def]
+    def prog(wrap, x, w):
         out = x[2:] * w  # saves the view x[2:] for w's gradient
         _add_one(wrap, x)
         return out

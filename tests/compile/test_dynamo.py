@@ -9,7 +9,8 @@ import triton
 import functional_triton as ft
 from functional_triton.dynamo import CaptureWarning
 from tests.compile import kernels as k
-from tests.compile.helpers import GraphRecorder, check_compiled, targets
+from tests.harness import check_compiled
+from tests.helpers import GraphRecorder, targets
 
 TensorDescriptor = pytest.importorskip("triton.tools.tensor_descriptor").TensorDescriptor
 

@@ -121,7 +121,7 @@ def test_save_load_in_another_process_finds_kernels_and_names_those_it_cannot(tm
     changing.write_text(textwrap.dedent(Path(k.__file__).read_text()))
     sys.path.insert(0, str(tmp_path))
     try:
-        import changing_kernels  # type: ignore[import-not-found]
+        import changing_kernels
     finally:
         sys.path.remove(str(tmp_path))
 

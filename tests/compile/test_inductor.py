@@ -12,8 +12,8 @@ from torch._inductor.utils import run_and_get_code
 
 import functional_triton as ft
 from tests.compile import kernels as k
-from tests.compile.helpers import check_compiled, targets
-from tests.harness import raw, run_once
+from tests.harness import check_compiled, raw, run_once
+from tests.helpers import Capture, targets
 
 N = 40
 
@@ -53,15 +53,12 @@ def test_inductor_matches_eager_and_copies_nothing_reinplace_would_not() -> None
 
 def test_functional_triton_backend_reinplaces_every_launch() -> None:
     check_compiled(in_and_out_of_place, inputs, backends=("functional_triton",))
-    graphs: list[torch.fx.GraphModule] = []
-
-    def keep(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
+    kept = Capture()
     backend = aot_autograd(
-        fw_compiler=functools.partial(ft.reinplace_compiler, inner=keep), keep_inference_input_mutations=True
+        fw_compiler=functools.partial(ft.reinplace_compiler, inner=kept.fw_compiler),
+        keep_inference_input_mutations=True,
     )
+    graphs = kept.fw
     torch._dynamo.reset()
     with torch.no_grad():
         torch.compile(functools.partial(in_and_out_of_place, ft.wrap_triton), backend=backend)(*inputs())

@@ -8,10 +8,10 @@ import triton.language as tl
 
 
 @triton.jit
-def rsqrt(x):  # type: ignore[no-untyped-def]
+def rsqrt(x):
     return tl.rsqrt(x)
 
 
 @triton.jit
-def tanh(x):  # type: ignore[no-untyped-def]
+def tanh(x):
     return 2 * tl.sigmoid(2 * x) - 1

@@ -20,7 +20,8 @@ from functorch.compile import aot_function, aot_module
 
 import functional_triton as ft
 from functional_triton import _compat
-from tests.harness import _assert_equal, nop
+from tests.harness import _assert_equal
+from tests.helpers import Capture, CloneCounts, nop
 from tests.integration.liger import interpreter_shims, routed_through_ft
 
 pytest.importorskip(
@@ -73,20 +74,17 @@ def kernel_nodes(graphs: Sequence[torch.fx.GraphModule]) -> int:
 
 
 def compiled(
-    mode: str, fn: Callable[..., Any], graphs: list[torch.fx.GraphModule] | None = None, **aot_kwargs: Any
+    mode: str, fn: Callable[..., Any], kept: Capture | None = None, **aot_kwargs: Any
 ) -> Callable[..., Any]:
-    """``fn`` under one AOTAutograd mode; the graphs its compilers receive go to ``graphs``."""
+    """``fn`` under one AOTAutograd mode; ``kept`` (made here when not given) keeps its graphs."""
     inner = ft.reinplace_compiler if mode.endswith("reinplace") else nop
-
-    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        if graphs is not None:
-            graphs.append(gm)
-        return inner(gm, example_inputs)
-
-    compilers = {"fw_compiler": compiler, "bw_compiler": compiler}
+    if kept is None:
+        kept = Capture(inner)
+    kept.inner = inner
+    compilers = kept.compilers
     if mode.startswith("aot_module"):
-        return aot_module(_Module(fn), **compilers, **aot_kwargs)  # type: ignore[no-any-return]
-    return aot_function(fn, **compilers, **aot_kwargs)  # type: ignore[no-any-return]
+        return aot_module(_Module(fn), **compilers, **aot_kwargs)
+    return aot_function(fn, **compilers, **aot_kwargs)
 
 
 def _snapshot(inputs: Sequence[Any]) -> list[Any]:
@@ -149,13 +147,13 @@ def check_against_eager(
             for scale in scales if not ng else (1.0,):
                 expected = step(fn, make_inputs, scale, ng)
                 for mode in modes:
-                    graphs: list[torch.fx.GraphModule] = []
+                    kept = Capture()
                     with routed_through_ft():
                         actual = step(
-                            compiled(mode, traced_fn or fn, graphs, **aot_kwargs), make_inputs, scale, ng
+                            compiled(mode, traced_fn or fn, kept, **aot_kwargs), make_inputs, scale, ng
                         )
                     label = f"{mode} (scale={scale}, no_grad={ng})"
-                    assert kernel_nodes(graphs) > 0, f"{label}: no kernel reached the graphs"
+                    assert kernel_nodes(kept.graphs) > 0, f"{label}: no kernel reached the graphs"
                     assert_same(actual, expected, label)
 
 
@@ -282,7 +280,7 @@ def _logits_and_targets() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _liger_ce(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    return cross_entropy.LigerCrossEntropyFunction.apply(x, t, None)[0]  # type: ignore[no-any-return]
+    return cross_entropy.LigerCrossEntropyFunction.apply(x, t, None)[0]
 
 
 def test_cross_entropy_on_logits_passed_in_keeping_input_mutations() -> None:
@@ -329,21 +327,7 @@ def test_cross_entropy_on_logits_computed_in_the_graph() -> None:
 def test_dynamic_shapes_specialise_constexprs(name: str) -> None:
     # Liger computes BLOCK_SIZE (and swiglu's n_cols) from shapes: tl.constexprs that are SymInts
     # under dynamic=True. They are specialised with a guard (Note [constexpr guards]).
-    fns: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]] = {
-        "rms_norm": (
-            lambda x, w: rms_norm.LigerRMSNormFunction.apply(x, w, 1e-6),
-            lambda: (_randn(6, 32), _randn(32)),
-        ),
-        "swiglu": (
-            lambda a, b: swiglu.LigerSiLUMulFunction.apply(a, b),
-            lambda: (_randn(6, 32), _randn(6, 32)),
-        ),
-        "layer_norm": (
-            lambda x, w, b: layer_norm.LigerLayerNormFunction.apply(x, w, b, 1e-6),
-            lambda: (_randn(6, 32), _randn(32), _randn(32)),
-        ),
-    }
-    fn, make_inputs = fns[name]
+    fn, make_inputs, _ = REINPLACED[name]
     check_against_eager(
         fn, make_inputs, modes=("aot_function", "aot_module_reinplace"), scales=(3.0,), dynamic=True
     )
@@ -404,16 +388,9 @@ REINPLACED: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]], boo
     ],
 )
 def test_reinplacing_removes_every_clone(name: str) -> None:
-    from tests.unit.test_reinplace import cloned_groups
-
     fn, make_inputs, keep = REINPLACED[name]
-    counts: list[tuple[int, int]] = []
-
-    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        before = cloned_groups(gm)
-        ft.reinplace_compiler(gm, example_inputs)
-        counts.append((before, cloned_groups(gm)))
-        return nop(gm, example_inputs)
+    compiler = CloneCounts()
+    counts = compiler.counts
 
     with interpreter_shims(), routed_through_ft():
         torch.manual_seed(0)

@@ -21,7 +21,6 @@ from functorch.compile import (
     aot_function,
     aot_module,
     default_partition,
-    make_boxed_func,
     min_cut_rematerialization_partition,
 )
 
@@ -29,8 +28,8 @@ import functional_triton as ft
 import functional_triton.functionalize as ft_functionalize
 import functional_triton.mutation as ft_mutation
 from functional_triton.functionalize import AnalysisWarning
-from functional_triton.side_table import kernel_side_table
 from tests.harness import check_matches_eager, raw
+from tests.helpers import Capture, kernel_calls
 from tests.training import kernels as K
 
 TORCH_BEFORE_2_13 = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
@@ -191,44 +190,22 @@ class MulOpaqueBackward(torch.autograd.Function):
 # --- what the partitioned graphs hold ---------------------------------------------------------------------
 
 
-def kernel_calls(gm: torch.fx.GraphModule) -> list[tuple[str, tuple[str, ...]]]:
-    """(kernel name, written argument names) of each kernel call in the graph, in order.
-
-    Every call must be functional: a mutation node left in an AOTAutograd graph is a bug.
-    """
-    calls = []
-    for node in gm.graph.nodes:
-        assert node.target is not ft.triton_kernel_wrapper_mutation, f"mutation node left in\n{gm.code}"
-        if node.target is ft.triton_kernel_wrapper_functional:
-            kernel, _ = kernel_side_table.get_kernel(node.kwargs["kernel_idx"])
-            calls.append((kernel.fn.__name__, tuple(node.kwargs["tensors_to_clone"])))
-    return calls
-
-
 def traced_graphs(
     fn: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], mode: str
 ) -> dict[str, list[list[tuple[str, tuple[str, ...]]]]]:
     """Trace ``fn`` under ``mode``, run forward and backward once; the kernel calls of each graph."""
-    graphs: dict[str, list[list[tuple[str, tuple[str, ...]]]]] = {"fw": [], "bw": []}
-
-    def recorder(kind: str) -> Callable[..., Any]:
-        def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-            graphs[kind].append(kernel_calls(gm))
-            return make_boxed_func(gm.forward)
-
-        return compiler
-
+    kept = Capture()
     traced = functools.partial(fn, ft.wrap_triton)
     if mode == "aot_function":
-        compiled = aot_function(traced, fw_compiler=recorder("fw"), bw_compiler=recorder("bw"))
+        compiled = aot_function(traced, **kept.compilers)
     else:
-        compiled = aot_module(_Module(fn), fw_compiler=recorder("fw"), bw_compiler=recorder("bw"))
+        compiled = aot_module(_Module(fn), **kept.compilers)
     out = compiled(*make_inputs())
     leaves_out = torch.utils._pytree.tree_leaves(out)
     torch.stack(
         [o.sum() for o in leaves_out if isinstance(o, torch.Tensor) and o.requires_grad]
     ).sum().backward()
-    return graphs
+    return {kind: [kernel_calls(gm) for gm in gms] for kind, gms in kept.by_kind.items()}
 
 
 class _Module(torch.nn.Module):
@@ -261,13 +238,13 @@ def test_backward_writes_buffers_preallocated_in_forward(device: str) -> None:
     check_matches_eager(prog, leaves(device), modes=MODES)
 
 
+# Mul's graphs wherever its backward writes: one functional call each, writing these arguments.
+MUL_GRAPHS = {"fw": [[("mul_fwd", ("out_ptr",))]], "bw": [[("mul_bwd", ("dx_ptr", "dw_ptr"))]]}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_fresh_buffers_graphs(device: str, mode: str) -> None:
-    graphs = traced_graphs(mul_fresh, leaves(device), mode)
-    assert graphs == {
-        "fw": [[("mul_fwd", ("out_ptr",))]],
-        "bw": [[("mul_bwd", ("dx_ptr", "dw_ptr"))]],
-    }
+    assert traced_graphs(mul_fresh, leaves(device), mode) == MUL_GRAPHS
 
 
 def test_backward_between_torch_ops(device: str) -> None:
@@ -300,11 +277,7 @@ def test_saved_tensors_in_place_graphs(device: str, mode: str) -> None:
     def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return Mul.apply(x * 2, w + 1, wrap, "saved")
 
-    graphs = traced_graphs(prog, leaves(device), mode)
-    assert graphs == {
-        "fw": [[("mul_fwd", ("out_ptr",))]],
-        "bw": [[("mul_bwd", ("dx_ptr", "dw_ptr"))]],
-    }
+    assert traced_graphs(prog, leaves(device), mode) == MUL_GRAPHS
 
 
 def test_backward_writes_saved_leaf_input(device: str) -> None:

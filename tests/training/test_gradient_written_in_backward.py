@@ -20,7 +20,8 @@ import torch
 from functorch.compile import aot_function
 
 import functional_triton as ft
-from tests.harness import AOT_MODES, check_matches_eager, compare, nop, raw
+from tests.harness import AOT_MODES, check_matches_eager, compare, raw
+from tests.helpers import nop
 from tests.training.test_autograd_function import GeluTanh, leaves
 
 

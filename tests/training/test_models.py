@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import torch
 import triton
-from functorch.compile import aot_module, make_boxed_func
+from functorch.compile import aot_module
 
 import functional_triton as ft
 from tests.harness import check_matches_eager, raw
+from tests.helpers import Capture, kernel_calls
 from tests.training import kernels as K
-from tests.training.test_autograd_function import kernel_calls
 
 Wrap = Callable[[Any], Any]
 STEPS = 4
@@ -238,16 +238,8 @@ def train_and_compare(
     eager = make_model(raw).to(device)
     traced = make_model(ft.wrap_triton).to(device)
     traced.load_state_dict(eager.state_dict())
-    graphs: dict[str, list[set[str]]] = {"fw": [], "bw": []}
-
-    def recorder(kind: str) -> Callable[..., Any]:
-        def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-            graphs[kind].append({name for name, _ in kernel_calls(gm)})
-            return make_boxed_func(gm.forward)
-
-        return compiler
-
-    compiled = aot_module(traced, fw_compiler=recorder("fw"), bw_compiler=recorder("bw"))
+    kept = Capture()
+    compiled = aot_module(traced, **kept.compilers)
     runs = [
         (eager, eager, torch.optim.SGD(eager.parameters(), lr=0.125, momentum=0.5)),
         (traced, compiled, torch.optim.SGD(traced.parameters(), lr=0.125, momentum=0.5)),
@@ -276,7 +268,7 @@ def train_and_compare(
             _equal(t, e, f"step {step}: {name}.grad")
         for name, t, e in zip(names, t_params, e_params):
             _equal(t, e, f"step {step}: {name} after the optimizer step")
-    return graphs
+    return {kind: [{name for name, _ in kernel_calls(g)} for g in gms] for kind, gms in kept.by_kind.items()}
 
 
 def batches(*shape: int) -> Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]]:

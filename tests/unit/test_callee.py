@@ -15,7 +15,7 @@ from tests.harness import check_matches_eager
 from tests.unit import callee_kernels as C
 
 
-def _program(wrap, x):  # type: ignore[no-untyped-def]
+def _program(wrap, x):
     out = torch.empty_like(x)
     wrap(C.caller)[(2,)](x, out, x.numel(), BLOCK=8)
     return out
@@ -41,7 +41,7 @@ def _ttir_and_key(helper: object) -> tuple[str, str]:
     from triton._C.libtriton import ir
     from triton.compiler.compiler import ASTSource
 
-    C.compiled_helper = helper  # type: ignore[assignment]
+    C.compiled_helper = helper
     caller = JITFunction(C.caller_src)
     backend, options, target = mutation._backend()
     context = ir.context()

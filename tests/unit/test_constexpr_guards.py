@@ -12,11 +12,12 @@ from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
-from tests.harness import nop, raw
+from tests.harness import raw
+from tests.helpers import nop
 from tests.kernels import add_one_inplace
 
 
-def program(wrap, x: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def program(wrap, x: torch.Tensor) -> torch.Tensor:
     # As Liger does: the block is the next power of two of a size (a long SymInt expression).
     n = x.shape[0]
     wrap(add_one_inplace)[(1,)](x, n, BLOCK=triton.next_power_of_2(n))
@@ -47,7 +48,7 @@ def test_symbolic_graph_raises_a_short_error_when_the_value_changes() -> None:
 
 
 @pytest.mark.parametrize("compiler", [nop, ft.reinplace_compiler], ids=["nop", "reinplace"])
-def test_aot_function_dynamic(compiler) -> None:  # type: ignore[no-untyped-def]
+def test_aot_function_dynamic(compiler) -> None:
     f = aot_function(
         lambda x: program(ft.wrap_triton, x), fw_compiler=compiler, bw_compiler=compiler, dynamic=True
     )

@@ -15,21 +15,18 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from functorch.compile import aot_function, make_boxed_func
+from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 from functional_triton.kernel import kernel_info, make_launch_spec
 from tests import kernels as K
+from tests.helpers import nop
 
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
 
 N = 8
 MODES = ("eager", "make_fx", "aot_function")
-
-
-def _nop(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-    return make_boxed_func(gm.forward)
 
 
 def run_in(mode: str, prog: Callable[..., Any], *inputs: torch.Tensor) -> Any:
@@ -41,7 +38,7 @@ def run_in(mode: str, prog: Callable[..., Any], *inputs: torch.Tensor) -> Any:
     if mode == "make_fx_fake_then_run":
         return make_fx(prog, tracing_mode="fake")(*inputs)(*inputs)
     if mode == "aot_function":
-        return aot_function(prog, fw_compiler=_nop, bw_compiler=_nop)(*inputs)
+        return aot_function(prog, fw_compiler=nop, bw_compiler=nop)(*inputs)
     raise ValueError(mode)
 
 
@@ -60,7 +57,7 @@ def x8() -> torch.Tensor:
 # --- wrap_triton --------------------------------------------------------------------------------------
 
 
-def plain_function(x_ptr, n):  # type: ignore[no-untyped-def]
+def plain_function(x_ptr, n):
     pass
 
 

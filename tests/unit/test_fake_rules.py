@@ -57,7 +57,7 @@ def launches() -> Iterator[Launches]:
 
 
 def layout(t: torch.Tensor, group: int) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
-    return (group, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    return (group, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
 
 
 def out_2d(device: str = "cpu") -> torch.Tensor:
@@ -90,24 +90,32 @@ def test_counter_sees_a_real_launch(launches: Launches) -> None:
     assert not torch.equal(expected, torch.zeros(2, 4, device=DEVICE))
 
 
+# Typed as returning None; the tests below check the value it really returns.
+MUTATION: Any = ft.triton_kernel_wrapper_mutation
+
+
 def test_mutation_under_fake_mode_returns_none_without_launching(launches: Launches) -> None:
     with FakeTensorMode() as mode:
         kwargs = {
             k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in add_kwargs().items()
         }
-        result = ft.triton_kernel_wrapper_mutation(**launches.mutation_args(kwargs))
+        result = MUTATION(**launches.mutation_args(kwargs))
     assert result is None
     assert launches.count == 0
 
 
 def test_mutation_on_meta_tensors_returns_none_without_launching(launches: Launches) -> None:
-    result = ft.triton_kernel_wrapper_mutation(**launches.mutation_args(add_kwargs("meta")))
+    result = MUTATION(**launches.mutation_args(add_kwargs("meta")))
     assert result is None
     assert launches.count == 0
 
 
 def _check_functional_result(
-    result: Any, kwargs: dict[str, Any], to_clone: list[str], layouts: dict[str, Any], tensor_type: type
+    result: Any,
+    kwargs: dict[str, Any],
+    to_clone: list[str],
+    layouts: dict[str, Any],
+    tensor_type: type[torch.Tensor],
 ) -> None:
     assert isinstance(result, dict)
     assert list(result) == to_clone

@@ -7,28 +7,24 @@ from typing import Any
 
 import pytest
 import torch
-from functorch.compile import aot_function, make_boxed_func
+from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 import functional_triton.mutation as mutation
 from tests import kernels as K
 from tests.harness import check_matches_eager
+from tests.helpers import Capture
 
 aten = torch.ops.aten
 N = 8
 
 
 def forward_graph(prog: Any, *inputs: torch.Tensor) -> torch.fx.GraphModule:
-    graphs: list[torch.fx.GraphModule] = []
-
-    def keep(gm: torch.fx.GraphModule, _: Any) -> Any:
-        graphs.append(gm)
-        return make_boxed_func(gm.forward)
-
+    kept = Capture()
     with torch.no_grad():
-        aot_function(prog, fw_compiler=keep, keep_inference_input_mutations=True)(*inputs)
-    return graphs[0]
+        aot_function(prog, fw_compiler=kept.fw_compiler, keep_inference_input_mutations=True)(*inputs)
+    return kept.fw[0]
 
 
 def add_then_increment(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

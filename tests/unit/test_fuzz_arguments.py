@@ -46,7 +46,7 @@ class Source(NamedTuple):
 
 
 _NAN = float("nan")
-SCALARS = [0.0, -0.0, 1, 1.0, True, False, 2**40, 2.0**40, -2.5, _NAN]
+SCALARS: list[Any] = [0.0, -0.0, 1, 1.0, True, False, 2**40, 2.0**40, -2.5, _NAN]
 SCALARS += [np.float64(-0.0), np.float32(0.5), np.int64(3)]
 # numpy scalars other than np.float64 (a float) are refused by the raw launch: drawn less often.
 scalars = st.one_of(st.sampled_from(SCALARS[:-2]), st.sampled_from(SCALARS))
@@ -121,7 +121,7 @@ def _raw_error(launch: dict[str, Any]) -> Exception | None:
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # numpy, inside the interpreter
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
-@settings(max_examples=max(10, settings.default.max_examples // 5))
+@settings(max_examples=max(10, settings().max_examples // 5))
 @given(launches())
 def test_launch_arguments_match_the_raw_launch(launch: dict[str, Any]) -> None:
     raw_error = _raw_error(launch)

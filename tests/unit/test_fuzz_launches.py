@@ -16,11 +16,12 @@ from typing import Any
 import hypothesis.strategies as st
 import pytest
 import torch
-from functorch.compile import aot_function, make_boxed_func
+from functorch.compile import aot_function
 from hypothesis import given
 
 import functional_triton as ft
 from tests import kernels as K
+from tests.helpers import nop
 
 DOCUMENTED = (TypeError, ValueError, RuntimeError, NotImplementedError)
 N = 8
@@ -80,10 +81,6 @@ def outcome(run: Any) -> tuple[str, Any]:
         raise
     except Exception as e:  # noqa: BLE001 - whatever the raw launch raises
         return "other", e
-
-
-def nop(gm: torch.fx.GraphModule, _: Any) -> Any:
-    return make_boxed_func(gm.forward)
 
 
 @pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 import torch
-from functorch.compile import aot_function, make_boxed_func
+from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 from tests import kernels as K
+from tests.helpers import Capture, assert_same, kwarg
 
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
 
@@ -33,10 +34,6 @@ def normalise(code: str) -> str:
 
 def call_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in gm.graph.nodes if n.op == "call_function"]
-
-
-def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
 
 
 def inplace(wrap: Any, x: torch.Tensor) -> torch.Tensor:
@@ -67,7 +64,7 @@ def test_make_fx_mutation_graph() -> None:
     assert node.target is ft.triton_kernel_wrapper_mutation
     assert set(node.kwargs) == MUTATION_KEYS
     assert node.kwargs["grid"] == (1,)
-    assert list(node.kwargs["kwargs"]) == ["x_ptr"]
+    assert list(kwarg(node, "kwargs")) == ["x_ptr"]
     x_g, x_e = torch.arange(N, dtype=torch.float32), torch.arange(N, dtype=torch.float32)
     assert_same(gm(x_g), inplace(raw, x_e))
     assert_same(x_g, x_e)
@@ -91,7 +88,8 @@ def test_make_fx_functionalize_graph() -> None:
     assert set(fnode.kwargs) == FUNCTIONAL_KEYS
     assert getitem.target is operator.getitem and getitem.args == (fnode, "x_ptr")
     assert copy.target is torch.ops.aten.copy_.default
-    assert copy.args[0].op == "placeholder" and copy.args[1] is getitem
+    assert isinstance(copy.args[0], torch.fx.Node) and copy.args[0].op == "placeholder"
+    assert copy.args[1] is getitem
     x_g, x_e = torch.arange(N, dtype=torch.float32), torch.arange(N, dtype=torch.float32)
     assert_same(gm(x_g), inplace(raw, x_e))
     assert_same(x_g, x_e)
@@ -107,15 +105,9 @@ def forward(self, arg0_1, arg1_1):
 
 
 def test_aot_function_forward_graph_out_of_place() -> None:
-    graphs: list[torch.fx.GraphModule] = []
-
-    def capture(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        graphs.append(gm)
-        return make_boxed_func(gm.forward)
-
-    compiled = aot_function(
-        lambda x, y: out_of_place(ft.wrap_triton, x, y), fw_compiler=capture, bw_compiler=capture
-    )
+    kept = Capture()
+    compiled = aot_function(lambda x, y: out_of_place(ft.wrap_triton, x, y), **kept.compilers)
+    graphs = kept.graphs
     x, y = torch.arange(N, dtype=torch.float32), torch.full((N,), 0.5)
     result = compiled(x, y)
     assert len(graphs) == 1
@@ -130,7 +122,7 @@ def test_aot_function_forward_graph_out_of_place() -> None:
     ]
     fnode = call_nodes(fw)[1]
     assert set(fnode.kwargs) == FUNCTIONAL_KEYS
-    assert list(fnode.kwargs["kwargs"]) == ["x_ptr", "y_ptr", "out_ptr"]
+    assert list(kwarg(fnode, "kwargs")) == ["x_ptr", "y_ptr", "out_ptr"]
     assert_same(result, out_of_place(raw, x.clone(), y.clone()))
     assert not torch.equal(result, torch.zeros(N))
 

@@ -10,16 +10,13 @@ import torch
 import functional_triton as ft
 from functional_triton.side_table import TableIndex, kernel_side_table
 from tests import kernels as K
+from tests.helpers import assert_same
 
 N = 8
 
 
-def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
-
-
 def layout(t: torch.Tensor, group: int) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
-    return (group, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    return (group, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
 
 
 def storage_ptr(t: torch.Tensor) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from functorch.compile import aot_function, make_boxed_func
+from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
@@ -21,6 +21,7 @@ from functional_triton.hops import KEEP_ALIVE
 from tests import kernels as K
 from tests import mutation_kernels as MK
 from tests.harness import ALL_MODES, AOT_MODES, compile_mode, raw
+from tests.helpers import Capture, nop, targets
 
 N = 8
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
@@ -57,29 +58,18 @@ def test_kernel_with_invisible_write_is_kept(mode: str, requires_grad: bool) -> 
     out = call(table2, x2, dst2)
     if requires_grad:
         out.sum().backward()
+        assert x2.grad is not None and x.grad is not None
         assert torch.equal(x2.grad, x.grad)
     assert torch.equal(out, expected)
     assert torch.equal(dst2, dst) and torch.equal(dst, torch.arange(1.0, N + 1))
 
 
-def _graphs(prog: Any, inputs: tuple[torch.Tensor, ...], compiler: Any = None) -> dict[str, list[Any]]:
-    graphs: dict[str, list[Any]] = {"fw": [], "bw": []}
-
-    def keep(kind: str) -> Any:
-        def inner(gm: torch.fx.GraphModule, example: Any) -> Any:
-            graphs[kind].append(gm)
-            return compiler(gm, example) if compiler else make_boxed_func(gm.forward)
-
-        return inner
-
-    out = aot_function(prog, fw_compiler=keep("fw"), bw_compiler=keep("bw"))(*inputs)
+def _graphs(prog: Any, inputs: tuple[torch.Tensor, ...], compiler: Any = nop) -> dict[str, list[Any]]:
+    kept = Capture(compiler)
+    out = aot_function(prog, **kept.compilers)(*inputs)
     if out.requires_grad:
         out.sum().backward()
-    return graphs
-
-
-def _targets(gm: torch.fx.GraphModule) -> list[Any]:
-    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    return kept.by_kind
 
 
 def test_training_graph_launches_the_kept_kernel_once() -> None:
@@ -97,10 +87,10 @@ def test_training_graph_launches_the_kept_kernel_once() -> None:
     x = torch.arange(float(N), requires_grad=True)
     graphs = _graphs(prog, (table, x))
     (fw,), (bw,) = graphs["fw"], graphs["bw"]
-    assert _targets(fw).count(ft.triton_kernel_wrapper_functional) == 1, fw.code  # add_one_inplace: dead
-    assert ft.triton_kernel_wrapper_functional not in _targets(bw), bw.code
+    assert targets(fw).count(ft.triton_kernel_wrapper_functional) == 1, fw.code  # add_one_inplace: dead
+    assert ft.triton_kernel_wrapper_functional not in targets(bw), bw.code
     assert torch.equal(dst, x.detach())
-    assert torch.equal(x.grad, 2 * x.detach())
+    assert x.grad is not None and torch.equal(x.grad, 2 * x.detach())
 
 
 def test_unused_kernel_with_known_writes_is_still_eliminated() -> None:
@@ -112,9 +102,9 @@ def test_unused_kernel_with_known_writes_is_still_eliminated() -> None:
 
     gm = make_fx(torch.func.functionalize(lambda x: prog(ft.wrap_triton, x)))(torch.zeros(N))
     gm.graph.eliminate_dead_code()
-    assert ft.triton_kernel_wrapper_functional not in _targets(gm)
+    assert ft.triton_kernel_wrapper_functional not in targets(gm)
     (fw,) = _graphs(lambda x: prog(ft.wrap_triton, x), (torch.zeros(N),))["fw"]
-    assert ft.triton_kernel_wrapper_functional not in _targets(fw)
+    assert ft.triton_kernel_wrapper_functional not in targets(fw)
 
 
 def test_printing_kernel_is_kept_without_a_warning(recwarn: pytest.WarningsRecorder) -> None:
@@ -126,10 +116,10 @@ def test_printing_kernel_is_kept_without_a_warning(recwarn: pytest.WarningsRecor
 
     gm = make_fx(torch.func.functionalize(prog))(torch.zeros(N))
     gm.graph.eliminate_dead_code()
-    assert _targets(gm).count(ft.triton_kernel_wrapper_functional) == 1
-    assert KEEP_ALIVE in _targets(gm)
+    assert targets(gm).count(ft.triton_kernel_wrapper_functional) == 1
+    assert KEEP_ALIVE in targets(gm)
     (fw,) = _graphs(prog, (torch.zeros(N),))["fw"]
-    assert ft.triton_kernel_wrapper_functional in _targets(fw)
+    assert ft.triton_kernel_wrapper_functional in targets(fw)
     assert not [w for w in recwarn if issubclass(w.category, ft.AnalysisWarning)]
 
 
@@ -142,7 +132,7 @@ def test_keep_alive_does_not_stop_reinplacing() -> None:
         (fw,) = _graphs(
             lambda t, x: invisible_write(ft.wrap_triton, t, x, dst), (table, x), ft.reinplace_compiler
         )["fw"]
-    targets = _targets(fw)
-    assert ft.triton_kernel_wrapper_functional not in targets, fw.code
-    assert ft.triton_kernel_wrapper_mutation in targets, fw.code
+    seen = targets(fw)
+    assert ft.triton_kernel_wrapper_functional not in seen, fw.code
+    assert ft.triton_kernel_wrapper_mutation in seen, fw.code
     assert torch.equal(dst, x + 1)

@@ -19,6 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import functional_triton as ft
 from functional_triton.side_table import kernel_side_table
 from tests import kernels as K
+from tests.helpers import TracingMode, assert_same, kwarg
 
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
 
@@ -93,10 +94,6 @@ def stacked_scale(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 
 def arange(n: int = N) -> torch.Tensor:
     return torch.arange(n, dtype=torch.float32) * 0.5 - 1.25
-
-
-def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
 
 
 def eager_pair(
@@ -324,13 +321,13 @@ def _inplace_eager(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("tracing_mode", ["real", "fake", "symbolic"])
-def test_make_fx_records_mutation_node(tracing_mode: str) -> None:
+def test_make_fx_records_mutation_node(tracing_mode: TracingMode) -> None:
     gm = make_fx(_inplace_prog, tracing_mode=tracing_mode)(arange())
     nodes = kernel_nodes(gm, ft.triton_kernel_wrapper_mutation)
     assert len(nodes) == 1
     assert set(nodes[0].kwargs) == {"kernel_idx", "constant_args_idx", "grid", "kwargs"}
     assert nodes[0].kwargs["grid"] == (1,)
-    assert set(nodes[0].kwargs["kwargs"]) >= {"x_ptr"}
+    assert set(kwarg(nodes[0], "kwargs")) >= {"x_ptr"}
     assert not kernel_nodes(gm, ft.triton_kernel_wrapper_functional)
     # The graph replays like eager.
     x_graph, x_eager = arange(), arange()
@@ -343,7 +340,7 @@ def test_make_fx_records_mutation_node(tracing_mode: str) -> None:
 def test_make_fx_symbolic_passes_symint_as_tensor_kwarg() -> None:
     gm = make_fx(_inplace_prog, tracing_mode="symbolic")(arange())
     (node,) = kernel_nodes(gm, ft.triton_kernel_wrapper_mutation)
-    n_arg = node.kwargs["kwargs"]["n"]
+    n_arg = kwarg(node, "kwargs")["n"]
     assert isinstance(n_arg, torch.fx.Node)
     assert isinstance(n_arg.meta["val"], torch.SymInt)
 
@@ -364,7 +361,7 @@ def test_make_fx_grid_callable_autotune_matches_eager() -> None:
 
 
 @pytest.mark.parametrize("tracing_mode", ["real", "fake", "symbolic"])
-def test_make_fx_functionalize_records_functional_node(tracing_mode: str) -> None:
+def test_make_fx_functionalize_records_functional_node(tracing_mode: TracingMode) -> None:
     gm = make_fx(torch.func.functionalize(_inplace_prog), tracing_mode=tracing_mode)(arange())
     assert not kernel_nodes(gm, ft.triton_kernel_wrapper_mutation)
     (fnode,) = kernel_nodes(gm, ft.triton_kernel_wrapper_functional)
@@ -376,7 +373,7 @@ def test_make_fx_functionalize_records_functional_node(tracing_mode: str) -> Non
         "tensors_to_clone",
         "layouts",
     }
-    assert list(fnode.kwargs["tensors_to_clone"]) == ["x_ptr"]
+    assert list(kwarg(fnode, "tensors_to_clone")) == ["x_ptr"]
     users = list(fnode.users)
     assert users and all(u.target is operator.getitem for u in users)
     assert {u.args[1] for u in users} == {"x_ptr"}
@@ -400,7 +397,7 @@ def test_make_fx_functionalize_out_of_place_has_no_copy() -> None:
 
     gm = make_fx(torch.func.functionalize(lambda x, y: prog(ft.wrap_triton, x, y)))(arange(), arange())
     (fnode,) = kernel_nodes(gm, ft.triton_kernel_wrapper_functional)
-    assert "out_ptr" in fnode.kwargs["tensors_to_clone"]
+    assert "out_ptr" in kwarg(fnode, "tensors_to_clone")
     assert {u.args[1] for u in fnode.users} == {"out_ptr"}
     assert not [n for n in gm.graph.nodes if n.target is torch.ops.aten.copy_.default]
     x, y = arange(), torch.full((N,), 2.0)

@@ -20,7 +20,8 @@ import triton.language as tl
 from functional_triton import side_table
 from functional_triton.side_table import KernelSideTable
 from tests import kernels as K
-from tests.harness import ALIASING_MODES, ALL_MODES, check_matches_eager, nop
+from tests.harness import ALIASING_MODES, ALL_MODES, check_matches_eager
+from tests.helpers import nop
 
 N = 8
 # Every mode that replays a trace; "symbolic" traces with dynamic shapes.

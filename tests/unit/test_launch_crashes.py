@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 from tests import kernels as K
-from tests.harness import nop
+from tests.helpers import TracingMode, nop
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -36,7 +36,7 @@ def _traced(mode: str) -> Any:
     prog = lambda x: _add_prog(ft.wrap_triton, x)  # noqa: E731
     if mode == "aot_function":
         return aot_function(prog, fw_compiler=nop)
-    return lambda x: make_fx(prog, tracing_mode=mode)(x)(x)
+    return lambda x: make_fx(prog, tracing_mode=cast(TracingMode, mode))(x)(x)
 
 
 # --- item 9: grid callables and inference tensors (no version counter) ---------------------------
@@ -69,7 +69,7 @@ def test_grid_callable_writing_an_inference_tensor_raises(mode: str) -> None:
             elif mode == "aot_function":
                 aot_function(prog, fw_compiler=nop)(x)
             else:
-                make_fx(prog, tracing_mode=mode)(x)
+                make_fx(prog, tracing_mode=cast(TracingMode, mode))(x)
 
 
 # --- item 10: triton binds config.all_kwargs(): num_warps / num_stages reach kernel parameters -----
@@ -141,7 +141,7 @@ def test_tensor_grid_entry_eager_matches_raw() -> None:
 
 
 @pytest.mark.parametrize("mode", ["symbolic", "fake"])
-def test_tensor_grid_entry_is_a_symbolic_size_where_tracing_gives_one(mode: str) -> None:
+def test_tensor_grid_entry_is_a_symbolic_size_where_tracing_gives_one(mode: TracingMode) -> None:
     # make_fx's fake and symbolic modes give .item() an unbacked symbolic size: the graph reads it.
     gm = make_fx(torch.func.functionalize(_tensor_grid_prog), tracing_mode=mode)(torch.ones(N))
     for x in (torch.ones(N), torch.tensor([1.0, 1, 1, 1, 0, 0, 0, 0]), torch.zeros(N)):
@@ -156,7 +156,7 @@ def test_tensor_grid_entry_without_dynamic_shapes_raises_naming_the_entry(mode: 
         if mode == "aot_function":
             aot_function(_tensor_grid_prog, fw_compiler=nop)(torch.ones(N))
         else:
-            make_fx(_tensor_grid_prog, tracing_mode=mode)(torch.ones(N))
+            make_fx(_tensor_grid_prog, tracing_mode=cast(TracingMode, mode))(torch.ones(N))
 
 
 # --- item 13: an eager launch on meta tensors raises, as the raw launch does -----------------------

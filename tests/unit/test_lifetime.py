@@ -9,16 +9,13 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from functorch.compile import aot_function, make_boxed_func
+from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
 from functional_triton.side_table import kernel_side_table
 from tests import kernels as K
-
-
-def nop(gm, _):
-    return make_boxed_func(gm.forward)
+from tests.helpers import nop
 
 
 def _launch_in_place(x):

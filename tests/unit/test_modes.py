@@ -52,8 +52,8 @@ class HopLoggingMode(RecordingMode):
     supports_higher_order_operators = True
 
 
-MODES: dict[str, Callable[[], TorchDispatchMode]] = {
-    "flop_counter": lambda: FlopCounterMode(display=False),  # type: ignore[dict-item]
+MODES: dict[str, Callable[[], TorchDispatchMode | FlopCounterMode]] = {
+    "flop_counter": lambda: FlopCounterMode(display=False),
     "user_mode": RecordingMode,
     "declining_mode": DecliningMode,
     "hop_logging_mode": HopLoggingMode,
@@ -112,6 +112,7 @@ def test_a_mode_that_takes_hops_sees_the_launch_and_runs_it() -> None:
 def test_tracing_inside_a_user_mode_records_the_launch() -> None:
     with RecordingMode():
         gm = compile_mode("functionalize", prog, make_inputs())
+    assert isinstance(gm, torch.fx.GraphModule)
     targets = {n.target for n in gm.graph.nodes}
     assert ft.triton_kernel_wrapper_functional in targets
     compare(
@@ -145,7 +146,7 @@ CHECKPOINTS: dict[str, dict[str, Any]] = {
 def test_launch_under_activation_checkpointing_matches_the_raw_launch(kind: str) -> None:
     def run(wrap: Any) -> dict[str, Any]:
         def call(x: torch.Tensor) -> torch.Tensor:
-            return checkpoint(  # type: ignore[no-any-return]
+            return checkpoint(
                 functools.partial(_checkpointed, wrap), x, use_reentrant=False, **CHECKPOINTS[kind]
             )
 

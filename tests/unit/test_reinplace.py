@@ -7,27 +7,21 @@ from typing import Any
 
 import pytest
 import torch
-from functorch.compile import aot_function, make_boxed_func
+from functorch.compile import aot_function
 
 import functional_triton as ft
 from functional_triton import _compat
 from tests import kernels as K
 from tests.harness import check_matches_eager
+from tests.helpers import Capture, CloneCounts, cloned_names, targets
 
 aten = torch.ops.aten
 N = 8
 
 
-def capture(graphs: list[torch.fx.GraphModule]) -> Any:
-    def inner(gm: torch.fx.GraphModule, _: Any) -> Any:
-        graphs.append(gm)
-        return make_boxed_func(gm.forward)
-
-    return functools.partial(ft.reinplace_compiler, inner=inner)
-
-
-def targets(gm: torch.fx.GraphModule) -> list[Any]:
-    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+def reinplacing(kept: Capture) -> Any:
+    """reinplace_compiler handing the graph it rewrote to ``kept``."""
+    return functools.partial(ft.reinplace_compiler, inner=kept.fw_compiler)
 
 
 def inplace_input(wrap, x):
@@ -69,14 +63,14 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_every_benchmark_case_launches_in_place_with_no_copies(case: str) -> None:
     prog, make = CASES[case]
-    graphs: list[torch.fx.GraphModule] = []
+    kept = Capture()
     with torch.no_grad():
         aot_function(
             functools.partial(prog, ft.wrap_triton),
-            fw_compiler=capture(graphs),
+            fw_compiler=reinplacing(kept),
             keep_inference_input_mutations=True,
         )(*make())
-    (gm,) = graphs
+    (gm,) = kept.graphs
     seen = targets(gm)
     assert ft.triton_kernel_wrapper_functional not in seen, gm.code
     assert ft.triton_kernel_wrapper_mutation in seen, gm.code
@@ -96,14 +90,14 @@ def test_rewritten_graphs_match_eager(case: str) -> None:
 
 
 def _training_graphs(prog: Any, keep: bool) -> list[torch.fx.GraphModule]:
-    graphs: list[torch.fx.GraphModule] = []
+    kept = Capture()
     aot_function(
         functools.partial(prog, ft.wrap_triton),
-        fw_compiler=capture(graphs),
-        bw_compiler=capture(graphs),
+        fw_compiler=reinplacing(kept),
+        bw_compiler=reinplacing(kept),
         keep_inference_input_mutations=keep,
     )(torch.arange(float(N)), torch.ones(N).requires_grad_()).sum().backward()
-    return graphs
+    return kept.graphs
 
 
 def test_training_graph_input_written_in_place_only_when_its_copy_back_is_in_the_graph() -> None:
@@ -129,21 +123,33 @@ def test_training_graph_input_written_in_place_only_when_its_copy_back_is_in_the
     )
 
 
-def test_only_safe_groups_are_reinplaced() -> None:
-    # `a` is an intermediate nobody reads again; `b` is read after the kernel through `b_old`.
-    def prog(wrap, x):
+@pytest.mark.parametrize(("keep", "still_cloned"), [(False, ["y_ptr"]), (True, [])], ids=["returned", "kept"])
+def test_only_safe_groups_are_reinplaced(keep: bool, still_cloned: list[str]) -> None:
+    # One launch, two groups: `a` is an intermediate nobody reads again (always written in
+    # place); `x` is a training graph's input, written in place only when its copy-back is in
+    # the graph (keep_inference_input_mutations=True), else its clone stays (Note [reinplacing]).
+    def prog(wrap, x, w):
         a = x * 2
-        b = x * 3
-        b_old = b.clone()
-        wrap(K.two_writes)[(1,)](a, b, N, BLOCK=N)
-        return a, b, b_old
+        wrap(K.two_writes)[(1,)](a, x, N, BLOCK=N)
+        return a * w
 
-    graphs: list[torch.fx.GraphModule] = []
-    with torch.no_grad():
-        aot_function(functools.partial(prog, ft.wrap_triton), fw_compiler=capture(graphs))(
-            torch.arange(float(N))
-        )
-    check_matches_eager(prog, lambda: (torch.arange(float(N)),), modes=("reinplace", "reinplace_keep"))
+    def make_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.arange(float(N)), torch.ones(N).requires_grad_()
+
+    before, after = Capture(), Capture()
+    aot_function(
+        functools.partial(prog, ft.wrap_triton),
+        fw_compiler=functools.partial(ft.reinplace_compiler, inner=after.fw_compiler),
+        keep_inference_input_mutations=keep,
+    )(*make_inputs())
+    aot_function(
+        functools.partial(prog, ft.wrap_triton),
+        fw_compiler=before.fw_compiler,
+        keep_inference_input_mutations=keep,
+    )(*make_inputs())
+    assert cloned_names(before.fw[0]) == ["x_ptr", "y_ptr"], before.fw[0].code
+    assert cloned_names(after.fw[0]) == still_cloned, after.fw[0].code
+    check_matches_eager(prog, make_inputs, modes=("reinplace", "reinplace_keep"))
 
 
 def test_stale_sizes_still_raise_after_reinplacing() -> None:
@@ -161,13 +167,13 @@ def test_stale_sizes_still_raise_after_reinplacing() -> None:
 
 
 def test_inner_compiler_receives_the_rewritten_graph() -> None:
-    graphs: list[torch.fx.GraphModule] = []
+    kept = Capture()
     with torch.no_grad():
-        out = aot_function(functools.partial(out_of_place, ft.wrap_triton), fw_compiler=capture(graphs))(
+        out = aot_function(functools.partial(out_of_place, ft.wrap_triton), fw_compiler=reinplacing(kept))(
             torch.arange(16.0)
         )
     assert torch.equal(out, torch.arange(16.0) * 2)
-    assert ft.triton_kernel_wrapper_mutation in targets(graphs[0])
+    assert ft.triton_kernel_wrapper_mutation in targets(kept.graphs[0])
 
 
 def test_in_place_group_kept_when_strides_match_rebuilt_and_written_back_otherwise() -> None:
@@ -198,28 +204,9 @@ def test_in_place_group_kept_when_strides_match_rebuilt_and_written_back_otherwi
 # --- training graphs: writes into graph inputs, saved tensors and incoming gradients ---------------
 
 
-def cloned_groups(gm: torch.fx.GraphModule) -> int:
-    """Alias groups the graph's functional kernel calls copy (each one clone)."""
-    count = 0
-    for node in gm.graph.nodes:
-        if node.target is ft.triton_kernel_wrapper_functional:
-            cloned = node.kwargs["tensors_to_clone"]
-            count += len(
-                {raw[0] for name, raw in node.kwargs["layouts"].items() if name in cloned and raw[0] >= 0}
-            )
-    return count
-
-
 def clone_counts(prog: Any, make_inputs: Any, keep: bool) -> list[tuple[int, int]]:
     """(clones received, clones returned) per graph reinplace_compiler compiles, forward first."""
-    counts: list[tuple[int, int]] = []
-
-    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        before = cloned_groups(gm)
-        ft.reinplace_compiler(gm, example_inputs)
-        counts.append((before, cloned_groups(gm)))
-        return make_boxed_func(gm.forward)
-
+    compiler = CloneCounts()
     out = aot_function(
         functools.partial(prog, ft.wrap_triton),
         fw_compiler=compiler,
@@ -227,7 +214,7 @@ def clone_counts(prog: Any, make_inputs: Any, keep: bool) -> list[tuple[int, int
         keep_inference_input_mutations=keep,
     )(*make_inputs())
     (out * 3).sum().backward()
-    return counts
+    return compiler.counts
 
 
 def _add_one(wrap: Any, t: torch.Tensor) -> None:
@@ -338,21 +325,14 @@ def test_forward_input_written_and_saved(keep: bool) -> None:
     # write into that copy, saved for backward, is done in place. (A graph input written directly,
     # with its copy-back in the graph, is tests/integration/test_liger.py's cross-entropy case.)
     def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
-        return InputWrittenAndSaved.apply(x, wrap)  # type: ignore[no-any-return]
+        return InputWrittenAndSaved.apply(x, wrap)
 
     assert clone_counts(prog, _leaf, keep=keep) == [(2, 0), (0, 0)]
     check_matches_eager(prog, _leaf, modes=("reinplace", "reinplace_keep"))
 
 
 def test_saved_tensor_read_after_the_backward_write_keeps_its_clone() -> None:
-    class ReadAfterWrite(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: torch.Tensor, wrap: Any) -> torch.Tensor:
-            y = x * 3
-            ctx.save_for_backward(y)
-            ctx.wrap = wrap
-            return x * 2
-
+    class ReadAfterWrite(SavedWrittenInPlace):
         @staticmethod
         def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
             (y,) = ctx.saved_tensors
@@ -361,7 +341,7 @@ def test_saved_tensor_read_after_the_backward_write_keeps_its_clone() -> None:
             return dy * y + old, None
 
     def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
-        return ReadAfterWrite.apply(x, wrap)  # type: ignore[no-any-return]
+        return ReadAfterWrite.apply(x, wrap)
 
     check_matches_eager(prog, _leaf, modes=("reinplace", "reinplace_keep"))
 
@@ -388,18 +368,12 @@ def test_inference_input_writes_done_in_place(case: str, keep: bool) -> None:
     # Without the copy-back in the graph, AOTAutograd copies the returned value into the input:
     # once that value is the input's own memory with its geometry, the copy is onto itself.
     prog, make_inputs = INPUT_CASES[case]
-    counts: list[tuple[int, int]] = []
-
-    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        before = cloned_groups(gm)
-        ft.reinplace_compiler(gm, example_inputs)
-        counts.append((before, cloned_groups(gm)))
-        assert aten.copy_.default not in targets(gm), gm.code
-        return make_boxed_func(gm.forward)
-
+    compiler = CloneCounts()
     with torch.no_grad():
         aot_function(
             functools.partial(prog, ft.wrap_triton), fw_compiler=compiler, keep_inference_input_mutations=keep
         )(*make_inputs())
-    assert counts == [(1, 0)]
+    assert compiler.counts == [(1, 0)]
+    (gm,) = compiler.graphs
+    assert aten.copy_.default not in targets(gm), gm.code
     check_matches_eager(prog, make_inputs, modes=("reinplace", "reinplace_keep"))

@@ -15,7 +15,8 @@ from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
-from tests.harness import compare, compile_mode, nop, raw, run_once
+from tests.harness import compare, compile_mode, raw, run_once
+from tests.helpers import nop
 from tests.kernels import add_kernel, add_one_inplace, copy_2d, scale_inplace_2d, write_then_read
 
 

@@ -144,7 +144,7 @@ def test_table_index_copy_and_deepcopy_return_itself() -> None:
     idx = kernel_side_table.add_constants({"n": 42, "copy_test": True})
     assert copy.copy(idx) is idx
     assert copy.deepcopy(idx) is idx
-    holder = {"kernel_idx": idx, "nested": [idx]}
+    holder: dict[str, Any] = {"kernel_idx": idx, "nested": [idx]}
     deep = copy.deepcopy(holder)
     assert deep["kernel_idx"] is idx and deep["nested"][0] is idx
 
