@@ -88,6 +88,7 @@ def test_reinplace_compiler_frees_saved_tensors_in_backward() -> None:
     traced = (x.grad, w.grad)
     x.grad = w.grad = None
     f(x, w).backward()
-    assert all(a is not None and b is not None and torch.equal(a, b) for a, b in zip(traced, (x.grad, w.grad)))
+    eager = (x.grad, w.grad)
+    assert all(a is not None and b is not None and torch.equal(a, b) for a, b in zip(traced, eager))
     assert len(refs) > 0, "the probe found no saved activation"
     assert seen == [False], "the backward graph kept its saved tensors alive"
