@@ -32,7 +32,7 @@ from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-from . import _compat, ttir
+from . import _compat, autotune_hooks, ttir
 from .ttir import Block, Op, Program, Spec
 from .ttir import Unknown as _Unknown
 from .ttir import describe as _describe
@@ -147,18 +147,67 @@ def _merge(plans: Iterable[_Plan]) -> _Plan:
 
 def _expand_autotuner(tuner: Autotuner, args: dict[str, object]) -> _Plan:
     # Any config may be chosen at run time, so the answer is the union over all of them (not configs[0]).
-    # User hooks run python on the real arguments around benchmarking: they may write anything.
-    if getattr(tuner, "user_defined_pre_hook", False) or getattr(tuner, "user_defined_post_hook", False):
-        raise _Unknown("@triton.autotune pre_hook/post_hook may write any argument")
-    plans = []
-    for config in tuner.configs:
-        if getattr(config, "pre_hook", None) is not None:
-            raise _Unknown("a triton.Config pre_hook may write any argument")
-        # Triton launches with config.all_kwargs(): num_warps / num_stages may be kernel parameters.
-        plans.append(_expand(tuner.fn, {**args, **_compat.config_kwargs(config)}))
-    # reset_to_zero arguments are zeroed while benchmarking: a write the kernel text does not show.
-    zeroed = _Plan((), frozenset(n for n in tuner.reset_to_zero if isinstance(args.get(n), torch.Tensor)))
-    return _merge([*plans, zeroed])
+    launched, hook_written = _hooked_launches(tuner, args)
+    # Triton launches with config.all_kwargs(): num_warps / num_stages may be kernel parameters.
+    plans = [_expand(tuner.fn, {**state, **_compat.config_kwargs(config)}) for config, state in launched]
+    # reset_to_zero arguments are zeroed while benchmarking and restore_value ones written back after
+    # it (a write even when the value is the same: conservative); writes the kernel text does not show.
+    names = [*tuner.reset_to_zero, *tuner.restore_value]
+    defaults = frozenset(n for n in names if isinstance(args.get(n), torch.Tensor))
+    return _merge([*plans, _Plan((), defaults | hook_written)])
+
+
+# Distinct descriptor states that hooks may leave (Note [hook stand-ins]) beyond this are refused.
+_MAX_HOOK_STATES = 16
+_Launch = tuple[Any, dict[str, object]]  # (triton.Config, the arguments it launches with)
+
+
+def _hooked_launches(tuner: Autotuner, args: dict[str, object]) -> tuple[list[_Launch], frozenset[str]]:
+    """Each (config, arguments) a launch may run after the user's hooks ran, and what the hooks write.
+
+    Hooks run on stand-ins (autotune_hooks.py, Note [hook stand-ins]). They may set descriptor
+    metadata, which stays on the user's descriptor objects: every descriptor state any hook reaches
+    from any reachable state is collected. A config with a pre_hook launches with the states its own
+    hook leaves (Triton runs it right before that launch); with @triton.autotune hooks too, or without
+    a pre_hook, a config may launch with any reachable state.
+    """
+    configs = list(tuner.configs)
+    tuner_calls = _compat.autotuner_hook_calls(tuner)
+    if not tuner_calls and all(config.pre_hook is None for config in configs):
+        return [(config, args) for config in configs], frozenset()
+    written: set[str] = set()
+    states = {_state_key(args): args}
+    after_own_hook: dict[int, set[Hashable]] = {}
+    pending = list(states)
+    while pending:
+        key = pending.pop()
+        for index, config in enumerate(configs):
+            own: list[tuple[str, Any, dict[str, Any]]] = []
+            if config.pre_hook is not None:
+                own.append(("a triton.Config pre_hook", config.pre_hook, {}))
+            for position, (what, hook, extra) in enumerate([*own, *tuner_calls]):
+                nargs = {**states[key], **_compat.config_kwargs(config)}
+                run = autotune_hooks.run_hook(hook, nargs, what, **extra)
+                written |= run.written_names
+                new_state = {**states[key], **{n: v for n, v in run.descriptors.items() if n in args}}
+                new_key = _state_key(new_state)
+                if own and position == 0:
+                    after_own_hook.setdefault(index, set()).add(new_key)
+                if new_key not in states:
+                    if len(states) >= _MAX_HOOK_STATES:
+                        raise _Unknown(f"autotune hooks leave more than {_MAX_HOOK_STATES} descriptor states")
+                    states[new_key] = new_state
+                    pending.append(new_key)
+    launched: list[_Launch] = []
+    for index, config in enumerate(configs):
+        keys = after_own_hook[index] if index in after_own_hook and not tuner_calls else states.keys()
+        launched.extend((config, states[key]) for key in keys)
+    return launched, frozenset(written)
+
+
+def _state_key(args: Mapping[str, object]) -> Hashable:
+    holds, state = autotune_hooks.holds, autotune_hooks.descriptor_state
+    return tuple(sorted((name, state(value)) for name, value in args.items() if holds(value)))
 
 
 def _expand_heuristics(heuristics: Heuristics, args: dict[str, object]) -> _Plan:
