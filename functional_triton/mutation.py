@@ -1,7 +1,7 @@
 """Which tensor arguments a user Triton kernel may write.
 
 The decorator stack (@triton.autotune, @triton.heuristics) is expanded into every jit launch it may
-run; ``ttir.py`` lowers each to a ``Program`` (its TTIR, read into plain python objects), and a taint
+run (autotune hooks run on stand-ins: ``autotune_hooks.py``); ``ttir.py`` lowers each to a ``Program`` (its TTIR, read into plain python objects), and a taint
 analysis over the program follows every pointer argument through pointer arithmetic, control flow,
 reductions and calls to the ops that write memory. Anything the analysis cannot follow makes the answer
 unknown (``written_names is None``): callers must then treat every tensor argument as written.
