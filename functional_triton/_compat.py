@@ -286,3 +286,47 @@ def graph_uses_plain_codegen(gm: Any) -> bool:
     import torch.fx
 
     return type(getattr(gm.graph, "_codegen", None)) is torch.fx.CodeGen
+
+
+# --- autotune hooks, run at analysis time on stand-in arguments (autotune_hooks.py) -----------------
+
+import contextlib as _contextlib  # noqa: E402
+from collections.abc import Iterator as _Iterator  # noqa: E402
+
+
+@_contextlib.contextmanager
+def outside_tracing() -> _Iterator[None]:
+    """Run tensor ops unseen by any trace in progress: no ambient dispatch mode, no torch.func transform.
+
+    Checked on torch 2.13 and 2.14.1: ``torch.utils._python_dispatch._disable_current_modes`` pops the
+    Python modes (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode) and pushes them back;
+    ``torch._C._DisableFuncTorch`` excludes the torch.func (functorch) dispatch keys.
+    """
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch._C._DisableFuncTorch():
+        yield
+
+
+def autotuner_hook_calls(tuner: Any) -> list[tuple[str, Any, dict[str, Any]]]:
+    """The user hooks of an ``Autotuner`` as Triton calls them: (what, hook, keyword arguments).
+
+    triton 3.8 and 3.9: ``Autotuner.__init__`` sets ``user_defined_pre_hook`` / ``user_defined_post_hook``
+    when ``autotune(pre_hook=, post_hook=)`` are given (a user pre_hook replaces the default one that
+    zeroes ``reset_to_zero`` and saves ``restore_value``); ``_bench`` calls ``pre_hook(full_nargs)`` and
+    ``post_hook(full_nargs, exception=None)`` around each benchmarking run, and ``run`` calls
+    ``pre_hook(full_nargs, reset_only=True)`` after benchmarking; ``full_nargs`` is the bound arguments
+    plus the config's ``all_kwargs()``. A ``triton.Config``'s ``pre_hook(full_nargs)`` runs before every
+    launch with that config (see ``config_kwargs``). ``run`` benchmarks, and so calls the autotune
+    hooks, only with more than one config.
+    """
+    calls: list[tuple[str, Any, dict[str, Any]]] = []
+    if len(getattr(tuner, "configs", ())) <= 1:
+        return calls
+    if getattr(tuner, "user_defined_pre_hook", False):
+        calls.append(("an @triton.autotune pre_hook", tuner.pre_hook, {}))
+        calls.append(("an @triton.autotune pre_hook", tuner.pre_hook, {"reset_only": True}))
+    if getattr(tuner, "user_defined_post_hook", False):
+        calls.append(("an @triton.autotune post_hook", tuner.post_hook, {"exception": None}))
+    return calls
