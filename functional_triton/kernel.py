@@ -168,7 +168,23 @@ def _is_plain(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """
     if _dispatch_stack_len() or _functorch_stack() is not None:
         return False
-    return _plain_values(args) and (not kwargs or _plain_values(kwargs.values()))
+    # _plain_values inlined, for both (one frame per launch instead of three).
+    for v in args:
+        t = type(v)
+        if t is Tensor or t is _Parameter:
+            if v.is_meta:
+                return False
+        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+            return False
+    if kwargs:
+        for v in kwargs.values():
+            t = type(v)
+            if t is Tensor or t is _Parameter:
+                if v.is_meta:
+                    return False
+            elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                return False
+    return True
 
 
 def _plain_values(values: Iterable[Any]) -> bool:
@@ -186,7 +202,23 @@ def _is_eager(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Like ``_is_plain``, for a user's launch; False also when a meta tensor is among the arguments."""
     if _dispatch_stack_len() or _functorch_stack() is not None:
         return False
-    return _plain_values(args) and (not kwargs or _plain_values(kwargs.values()))
+    # _plain_values inlined, for both (one frame per launch instead of three).
+    for v in args:
+        t = type(v)
+        if t is Tensor or t is _Parameter:
+            if v.is_meta:
+                return False
+        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+            return False
+    if kwargs:
+        for v in kwargs.values():
+            t = type(v)
+            if t is Tensor or t is _Parameter:
+                if v.is_meta:
+                    return False
+            elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                return False
+    return True
 
 
 def _refuse_meta(
