@@ -668,14 +668,19 @@ def _launch(
     if isinstance(grid, list):  # compiled triton takes lists; its interpreter does not
         grid = tuple(grid)
     if _is_eager(args, kwargs):
-        check_grid(grid)
-        unknown = [k for k in kwargs if k not in info.keyword_names]
-        if unknown:  # the interpreter would silently drop it
+        if type(grid) is tuple and 0 < len(grid) < 4:
+            for g in grid:  # the common grid, 1 to 3 ints, needs no more checking
+                if type(g) is not int:
+                    check_grid(grid)
+                    break
+        else:
+            check_grid(grid)
+        if kwargs and not info.keyword_names.issuperset(kwargs):  # the interpreter would silently drop it
             bind_arguments(info, args, kwargs)
         if callable(grid):
             grid = checked_grid_fn(grid, _grid_tensors(info, args, kwargs))
         try:
-            return kernel[grid](*args, **kwargs)
+            return kernel.run(*args, grid=grid, warmup=False, **kwargs)  # what kernel[grid](...) runs
         except Exception as e:
             return _after_failure(e, kernel, info, grid, args, kwargs)
     _refuse_meta(kernel, info, grid, args, kwargs)
