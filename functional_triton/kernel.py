@@ -725,7 +725,7 @@ def _launch_traced(
     launch_traced(dataclasses.replace(spec, traced_grid=trace_grid(kernel, grid, bound)))
 
 
-_INT_TUPLE_TYPES: dict[tuple[type, ...], bool] = {(int,): True, (int, int): True, (int, int, int): True}
+_new_object = object.__new__
 
 
 class _BoundLaunch:
@@ -740,16 +740,38 @@ class _BoundLaunch:
         kernel, info, grid = self._kernel, self._info, self._grid
         # The common eager case, inlined (this runs on every launch): a tuple of 1 to 3 ints,
         # known keywords, no mode, plain tensors; then exactly what kernel[grid](...) runs.
-        grid_types: tuple[type, ...] = tuple(map(type, grid)) if type(grid) is tuple else ()  # type: ignore[arg-type]
+        # Any other value or state takes _launch, which checks everything (_is_eager inlined here).
         if (
-            _INT_TUPLE_TYPES.get(grid_types)
+            type(grid) is tuple
+            and 0 < len(grid) < 4  # type: ignore[arg-type]
+            and not _dispatch_stack_len()
+            and _functorch_stack() is None
             and (not kwargs or info.keyword_names.issuperset(kwargs))
-            and _is_eager(args, kwargs)
         ):
-            try:
-                return kernel.run(*args, grid=grid, warmup=False, **kwargs)
-            except Exception as e:
-                return _after_failure(e, kernel, info, grid, args, kwargs)
+            for g in grid:  # type: ignore[union-attr]
+                if type(g) is not int:
+                    break
+            else:
+                for v in args:
+                    t = type(v)
+                    if t is Tensor or t is _Parameter:
+                        if v.is_meta:
+                            break
+                    elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                        break
+                else:
+                    for v in kwargs.values():
+                        t = type(v)
+                        if t is Tensor or t is _Parameter:
+                            if v.is_meta:
+                                break
+                        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                            break
+                    else:
+                        try:
+                            return kernel.run(*args, grid=grid, warmup=False, **kwargs)
+                        except Exception as e:
+                            return _after_failure(e, kernel, info, grid, args, kwargs)
         return _launch(kernel, info, grid, args, kwargs)
 
 
