@@ -855,6 +855,15 @@ def wrap_triton(kernel: Any) -> TritonKernel:
         >>> import functional_triton as ft
         >>> ft.wrap_triton(add_kernel)[(n // 128,)](x, y, out, n, BLOCK=128)  # doctest: +SKIP
     """
+    # The per-launch path (``wrap_triton(k)[grid](...)`` made on every call): a kernel described
+    # before passed the type check below; a new wrapper is all it costs (none is cached: a cached
+    # wrapper would keep its kernel alive).
+    hit = _infos.get(id(kernel))
+    if hit is not None and hit[0]() is kernel:
+        wrapper = _new_object(TritonKernel)
+        wrapper.kernel = kernel
+        wrapper.info = hit[1]
+        return wrapper
     if isinstance(kernel, TritonKernel):
         return kernel
     if not isinstance(kernel, _triton_kernel_types()):
