@@ -721,7 +721,8 @@ def _launch_traced(
     if isinstance(grid, list):
         grid = tuple(grid)
     spec = make_launch_spec(kernel, info, grid, args, kwargs)
-    bound = bind_arguments(info, args, kwargs)
+    # Only a grid callable reads the bound arguments (a second bind per traced launch otherwise).
+    bound = bind_arguments(info, args, kwargs) if callable(grid) else {}
     launch_traced(dataclasses.replace(spec, traced_grid=trace_grid(kernel, grid, bound)))
 
 
