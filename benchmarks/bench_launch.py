@@ -1,16 +1,28 @@
-"""Eager launch overhead and tracing cost, measured side by side in one run.
+"""Launch overheads at the limit, measured side by side in one run (issue #16).
 
-  eager launch: raw ``kernel[grid](...)`` vs ``ft.wrap_triton(kernel)[grid](...)`` vs
-                ``torch.library.wrap_triton(kernel)[grid](...)`` (GPU only: PyTorch's
-                wrapper cannot launch under the interpreter), small tensors, launch-bound.
-  tracing:      aot_function compile time for graphs of 10, 100 and 200 launches
-                (time per launch should stay flat: linear in the launches).
-GPU: ``python benchmarks/bench_launch.py --gpu``. Without ``--gpu``: CPU smoke check.
+  eager launch:  raw ``kernel[grid](...)`` vs ``ft.wrap_triton(kernel)[grid](...)`` (wrapper made
+                 on every call, as users write it), a kept wrapper, ``.run(grid=...)``, an
+                 autotuned and a heuristics kernel, and ``torch.library.wrap_triton`` (GPU only:
+                 under the interpreter PyTorch's wrapper returns the raw kernel).
+  replayed:      graphs of 1, 10 and 100 launches of a tiny kernel through aot_function and
+                 ``ft.reinplace_compiler``, against the same program of raw launches and against
+                 AOTAutograd's own cost (an aot_function graph with no kernel, and the same
+                 program with an aten op in place of each launch).
+  tracing:       aot_function compile time for 10, 100 and 1000 launches (per launch: flat
+                 when linear).
+
+GPU: ``python benchmarks/bench_launch.py --gpu`` (real launches; eager launches queued, graphs
+synchronised after every call). Without ``--gpu``: CPU host figures on Triton's interpreter, with
+every kernel's ``run`` replaced by a no-op on both sides, so the figures are the host time of the
+launch path itself (what this library adds is ``ft - raw``), not the interpreter's. ``--quick``
+skips the 1000-launch trace; ``--profile`` prints cProfile's top functions for each part.
 """
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -18,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 GPU = "--gpu" in sys.argv
+PROFILE = "--profile" in sys.argv
 if not GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -36,47 +49,207 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
 
-def per_call(fn: Callable[[], Any], n: int, rounds: int = 7) -> float:
-    """Median over rounds of the mean seconds per call (n calls per round)."""
-    for _ in range(max(n // 10, 1)):
-        fn()
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1, mask=m)
+
+
+@triton.jit
+def add_one_out(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1, mask=m)
+
+
+autotuned = triton.autotune(configs=[triton.Config({"BLOCK": 1024})], key=["n"])(add_kernel)
+with_heuristics = triton.heuristics({"BLOCK": lambda args: 1024})(add_kernel)
+
+
+def _no_op_run(*args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
+    return None
+
+
+if not GPU:  # host time only: the interpreter's own run would dwarf the launch path
+    for _k in (add_kernel, add_one, add_one_out):
+        _k.run = _no_op_run
+
+
+def sync() -> None:
     if GPU:
         torch.cuda.synchronize()
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
+
+
+def side_by_side(
+    cases: dict[str, Callable[[], Any]], n: int, rounds: int = 9, each: bool = False
+) -> dict[str, float]:
+    """Median over rounds of the mean seconds per call; the cases interleaved in every round.
+
+    ``each``: synchronise after every call (the host's time counts in full), else once per round.
+    """
+    for fn in cases.values():
+        for _ in range(max(n // 10, 2)):
             fn()
-        if GPU:
-            torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) / n)
-    return statistics.median(samples)
+    sync()
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+                if each:
+                    sync()
+            sync()
+            samples[name].append((time.perf_counter() - t0) / n)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def profile(label: str, fn: Callable[[], Any], calls: int, top: int = 15) -> None:
+    if not PROFILE:
+        return
+    print(f"  cProfile, {label} ({calls} calls), top {top} by own time:")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(top)
 
 
 def eager_launches() -> None:
     dev = "cuda" if GPU else "cpu"
     x, y, out = (torch.ones(4096, device=dev) for _ in range(3))
-    grid = (4,)
-    n = 2000 if GPU else 50
+    n = 2000 if GPU else 20000
     w = ft.wrap_triton(add_kernel)
-    results = {
-        "raw kernel[grid](...)": per_call(lambda: add_kernel[grid](x, y, out, 4096, BLOCK=1024), n),
-        "ft.wrap_triton(k)[grid](...)": per_call(
-            lambda: ft.wrap_triton(add_kernel)[grid](x, y, out, 4096, BLOCK=1024), n
+    wt = ft.wrap_triton
+    pairs: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
+        (
+            "wrap_triton(k)[grid](...) per call",
+            lambda: add_kernel[(4,)](x, y, out, 4096, BLOCK=1024),
+            lambda: wt(add_kernel)[(4,)](x, y, out, 4096, BLOCK=1024),
         ),
-        "w[grid](...) (wrapper kept)": per_call(lambda: w[grid](x, y, out, 4096, BLOCK=1024), n),
-    }
+        (
+            "w[grid](...) wrapper kept",
+            lambda: add_kernel[(4,)](x, y, out, 4096, BLOCK=1024),
+            lambda: w[(4,)](x, y, out, 4096, BLOCK=1024),
+        ),
+        (
+            "wrap_triton(k).run(..., grid=)",
+            lambda: add_kernel.run(x, y, out, 4096, BLOCK=1024, grid=(4,), warmup=False),
+            lambda: wt(add_kernel).run(x, y, out, 4096, BLOCK=1024, grid=(4,)),
+        ),
+        (
+            "autotuned, per call",
+            lambda: autotuned[(4,)](x, y, out, 4096),
+            lambda: wt(autotuned)[(4,)](x, y, out, 4096),
+        ),
+        (
+            "heuristics, per call",
+            lambda: with_heuristics[(4,)](x, y, out, 4096),
+            lambda: wt(with_heuristics)[(4,)](x, y, out, 4096),
+        ),
+    ]
+    cases: dict[str, Callable[[], Any]] = {}
+    for name, raw, wrapped in pairs:
+        cases["raw " + name] = raw
+        cases["ft " + name] = wrapped
     if GPU:
-        results["torch.library.wrap_triton(k)[grid](...)"] = per_call(
-            lambda: torch.library.wrap_triton(add_kernel)[grid](x, y, out, 4096, BLOCK=1024), n
+        cases["torch.library.wrap_triton(k)[grid](...)"] = lambda: torch.library.wrap_triton(add_kernel)[
+            (4,)
+        ](x, y, out, 4096, BLOCK=1024)
+    t = side_by_side(cases, n)
+    what = "us per launch (queued)" if GPU else "host us per launch, kernels' run a no-op"
+    print(f"eager launch ({what}): raw, ft, ft - raw, ft / raw")
+    for name, _, _ in pairs:
+        raw, ours = t["raw " + name], t["ft " + name]
+        print(
+            f"  {name:38s} {raw * 1e6:7.2f} {ours * 1e6:7.2f} {(ours - raw) * 1e6:+7.2f}  {ours / raw:5.2f}x"
         )
-    raw = results["raw kernel[grid](...)"]
-    print("eager launch (us per launch, ratio to raw):")
-    for name, t in results.items():
-        print(f"  {name:42s} {t * 1e6:8.2f} us  {t / raw:5.2f}x")
+    if GPU:
+        raw = t["raw wrap_triton(k)[grid](...) per call"]
+        torch_t = t["torch.library.wrap_triton(k)[grid](...)"]
+        print(
+            f"  {'torch.library.wrap_triton(k)[grid](...)':38s} {raw * 1e6:7.2f} {torch_t * 1e6:7.2f} "
+            f"{(torch_t - raw) * 1e6:+7.2f}  {torch_t / raw:5.2f}x"
+        )
+    else:
+        print("  torch.library.wrap_triton: returns the raw kernel under the interpreter (GPU only)")
+    profile("ft wrap_triton(k)[grid](...) per call", pairs[0][2], 20000)
 
 
-def tracing_cost() -> None:
+def nop(gm: torch.fx.GraphModule, _: Any) -> Any:
+    return make_boxed_func(gm.forward)
+
+
+def _chain(launches: int, wrap: Callable[[Any], Any]) -> Callable[[torch.Tensor], torch.Tensor]:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(launches):
+            out = torch.empty_like(x)
+            wrap(add_one_out)[(1,)](x, out, x.numel(), BLOCK=64)
+            x = out
+        return x
+
+    return f
+
+
+def _chain_aten(launches: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(launches):
+            out = torch.empty_like(x)
+            out.copy_(x)  # one aten op in place of each launch
+            x = out
+        return x
+
+    return f
+
+
+def _in_place(launches: int, wrap: Callable[[Any], Any]) -> Callable[[torch.Tensor], torch.Tensor]:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x + 0  # an intermediate: every launch on it is reinplaced
+        for _ in range(launches):
+            wrap(add_one)[(1,)](y, y.numel(), BLOCK=64)
+        return y
+
+    return f
+
+
+def replayed_graphs() -> None:
+    dev = "cuda" if GPU else "cpu"
+    x = torch.zeros(64, device=dev)
+    print(
+        "replayed graphs (us per call, synchronised; aot_function, inference; "
+        + ("GPU)" if GPU else "CPU host, kernels' run a no-op)")
+    )
+    print("  launches  program              raw    ft+rp  aot-empty  aot-aten  excess/launch")
+    print("  (aot-aten: empty_like + copy_ per launch; excess = (ft+rp - raw - aot-empty) / launches)")
+
+    def compiled(f: Callable[..., Any], compiler: Any) -> Callable[[], Any]:
+        g = aot_function(f, fw_compiler=compiler, keep_inference_input_mutations=True)
+        g(x)
+        return lambda: g(x)
+
+    def eager(f: Callable[[torch.Tensor], Any]) -> Callable[[], Any]:
+        return lambda: f(x)
+
+    empty = compiled(lambda t: t, nop)
+    for launches in (1, 10, 100):
+        for label, make in (("out (empty_like)", _chain), ("in place", _in_place)):
+            cases = {
+                "raw": eager(make(launches, lambda k: k)),
+                "ft+rp": compiled(make(launches, ft.wrap_triton), ft.reinplace_compiler),
+                "aot-empty": empty,
+                "aot-aten": compiled(_chain_aten(launches), nop),
+            }
+            t = side_by_side(cases, 300 if GPU else max(3000 // launches, 20), each=True)
+            excess = (t["ft+rp"] - t["raw"] - t["aot-empty"]) / launches
+            cols = " ".join(f"{t[c] * 1e6:8.1f}" for c in ("raw", "ft+rp", "aot-empty", "aot-aten"))
+            print(f"  {launches:8d}  {label:16s} {cols}  {excess * 1e6:8.2f}")
+            if launches == 100 and label == "in place":
+                profile("ft+rp, 100 in-place launches", cases["ft+rp"], 50)
+
+
+def tracing_cost(counts: tuple[int, ...]) -> None:
     dev = "cuda" if GPU else "cpu"
 
     def prog(launches: int) -> Callable[..., Any]:
@@ -89,13 +262,10 @@ def tracing_cost() -> None:
 
         return f
 
-    def nop(gm: torch.fx.GraphModule, _: Any) -> Any:
-        return make_boxed_func(gm.forward)
-
-    print("tracing (aot_function compile, first call, excluding the kernel run):")
+    print("tracing (aot_function compile, first call, excluding the graph's run):")
     x, zero = torch.ones(64, device=dev), torch.zeros(64, device=dev)
     aot_function(prog(1), fw_compiler=nop)(x, zero)  # warm the analysis cache for this specialization
-    for launches in (10, 100, 200):
+    for launches in counts:
         compiled = aot_function(prog(launches), fw_compiler=nop)
         t0 = time.perf_counter()
         compiled(x, zero)  # compiles, then runs
@@ -105,17 +275,21 @@ def tracing_cost() -> None:
         run = time.perf_counter() - t1
         trace = total - run
         print(
-            f"  {launches:4d} launches: {trace * 1e3:8.1f} ms  ({trace / launches * 1e3:6.2f} ms per launch)"
+            f"  {launches:5d} launches: {trace * 1e3:9.1f} ms  ({trace / launches * 1e3:6.2f} ms per launch)"
         )
+    if PROFILE:
+        compiled = aot_function(prog(100), fw_compiler=nop)
+        profile("aot_function tracing of 100 launches", lambda: compiled(x, zero), 1, top=25)
 
 
 def main() -> None:
     print(
         f"torch {torch.__version__}, triton {triton.__version__}, "
-        f"{torch.cuda.get_device_name() if GPU else 'CPU interpreter (smoke check, no figures)'}"
+        f"{torch.cuda.get_device_name() if GPU else 'CPU host figures (interpreter, kernels a no-op)'}"
     )
     eager_launches()
-    tracing_cost()
+    replayed_graphs()
+    tracing_cost((10, 100) if "--quick" in sys.argv else (10, 100, 1000))
 
 
 if __name__ == "__main__":

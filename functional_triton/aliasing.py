@@ -261,8 +261,11 @@ def _overlap(a: Tensor, b: Tensor) -> bool:
 
 def check_untraced_aliasing(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> None:
     """Raise if arguments of distinct alias groups, one written, overlap (Note [aliasing the graph ...])."""
+    if len(layouts) < 2:
+        return  # nothing to overlap with
+    # A storage's address is its first element's minus the offset (cheaper than untyped_storage()).
     members = [
-        (name, raw[0], t, t.untyped_storage().data_ptr())
+        (name, raw[0], t, t.data_ptr() - t.storage_offset() * t.element_size())
         for name, raw in layouts.items()
         if type(t := kwargs[name]) in _REAL_TENSOR_TYPES and not t.is_meta and t.numel() > 0
     ]
@@ -425,13 +428,14 @@ def rebuild_arguments(
     return new_kwargs
 
 
-@torch.no_grad()
 def write_back(
     kwargs: Mapping[str, Any], launched: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]
 ) -> None:
     """After a launch: copy members of in-place groups that had to be rebuilt back into the originals."""
-    if launched is kwargs:
+    if launched is kwargs:  # every replayed in-place launch whose arguments have the traced geometry
         return
+    # no_grad only around copies (as a decorator it cost every launch node ~2 us of context manager)
     for name, raw in layouts.items():
         if raw[0] <= -2 and launched[name] is not kwargs[name]:
-            copy_into(kwargs[name], launched[name])
+            with torch.no_grad():
+                copy_into(kwargs[name], launched[name])

@@ -255,11 +255,16 @@ def launch_raw(
     kernel_idx: int, constant_args_idx: int, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]
 ) -> None:
     """Launch the registered kernel on real tensors, exactly as ``kernel[grid](...)``."""
-    plan = launch_plan(kernel_idx, constant_args_idx)
+    _launch_planned(launch_plan(kernel_idx, constant_args_idx), grid, kwargs)
+
+
+def _launch_planned(plan: _LaunchPlan, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]) -> None:
+    """``launch_raw`` with its plan looked up (replayed launch nodes run this on every call)."""
     values = {**plan.constants, **kwargs}
     if plan.guarded_names:
         check_constexpr_guards(plan, values)
-    values = kernel_arguments(plan, values)
+    if plan.descriptors or plan.tuples:
+        values = kernel_arguments(plan, values)
     if isinstance(plan.grid_fn, GridByConfig):  # Note [traced grids]
         assert grid is not None, "functional_triton internal error: per-config node without grids"
         launch_grid: Any = plan.grid_fn.chooser(grid)
@@ -268,7 +273,14 @@ def launch_raw(
         launch_grid = checked_grid_fn(plan.grid_fn, tensors)
     else:
         assert grid is not None, "functional_triton internal error: node without a grid"
-        launch_grid = tuple(int(g) for g in grid)
+        launch_grid = grid  # the graph's code passes a tuple of ints: nothing to convert
+        if type(grid) is not tuple:
+            launch_grid = tuple(int(g) for g in grid)
+        else:
+            for g in grid:
+                if type(g) is not int:
+                    launch_grid = tuple(int(g) for g in grid)
+                    break
     # Positional where possible: some triton versions drop keyword arguments in hooks.
     args = []
     for name in plan.arg_names:
@@ -282,11 +294,12 @@ def launch_checked(
     kernel_idx: int, constant_args_idx: int, grid: Sequence[Any] | None, kwargs: Mapping[str, Any]
 ) -> None:
     """``launch_raw`` after checking the tensors' sizes and strides (Note [traced geometry])."""
-    for name, geometry in launch_plan(kernel_idx, constant_args_idx).geometry:
+    plan = launch_plan(kernel_idx, constant_args_idx)  # once: launch_raw would look it up again
+    for name, geometry in plan.geometry:
         t = kwargs.get(name)
         if isinstance(t, Tensor):
             check_traced_geometry(name, t, geometry)
-    launch_raw(kernel_idx, constant_args_idx, grid, kwargs)
+    _launch_planned(plan, grid, kwargs)
 
 
 @triton_kernel_wrapper_mutation.py_impl(DispatchKey.CompositeExplicitAutograd)

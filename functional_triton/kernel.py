@@ -168,7 +168,23 @@ def _is_plain(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """
     if _dispatch_stack_len() or _functorch_stack() is not None:
         return False
-    return _plain_values(args) and (not kwargs or _plain_values(kwargs.values()))
+    # _plain_values inlined, for both (one frame per launch instead of three).
+    for v in args:
+        t = type(v)
+        if t is Tensor or t is _Parameter:
+            if v.is_meta:
+                return False
+        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+            return False
+    if kwargs:
+        for v in kwargs.values():
+            t = type(v)
+            if t is Tensor or t is _Parameter:
+                if v.is_meta:
+                    return False
+            elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                return False
+    return True
 
 
 def _plain_values(values: Iterable[Any]) -> bool:
@@ -186,7 +202,23 @@ def _is_eager(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Like ``_is_plain``, for a user's launch; False also when a meta tensor is among the arguments."""
     if _dispatch_stack_len() or _functorch_stack() is not None:
         return False
-    return _plain_values(args) and (not kwargs or _plain_values(kwargs.values()))
+    # _plain_values inlined, for both (one frame per launch instead of three).
+    for v in args:
+        t = type(v)
+        if t is Tensor or t is _Parameter:
+            if v.is_meta:
+                return False
+        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+            return False
+    if kwargs:
+        for v in kwargs.values():
+            t = type(v)
+            if t is Tensor or t is _Parameter:
+                if v.is_meta:
+                    return False
+            elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                return False
+    return True
 
 
 def _refuse_meta(
@@ -636,14 +668,19 @@ def _launch(
     if isinstance(grid, list):  # compiled triton takes lists; its interpreter does not
         grid = tuple(grid)
     if _is_eager(args, kwargs):
-        check_grid(grid)
-        unknown = [k for k in kwargs if k not in info.keyword_names]
-        if unknown:  # the interpreter would silently drop it
+        if type(grid) is tuple and 0 < len(grid) < 4:
+            for g in grid:  # the common grid, 1 to 3 ints, needs no more checking
+                if type(g) is not int:
+                    check_grid(grid)
+                    break
+        else:
+            check_grid(grid)
+        if kwargs and not info.keyword_names.issuperset(kwargs):  # the interpreter would silently drop it
             bind_arguments(info, args, kwargs)
         if callable(grid):
             grid = checked_grid_fn(grid, _grid_tensors(info, args, kwargs))
         try:
-            return kernel[grid](*args, **kwargs)
+            return kernel.run(*args, grid=grid, warmup=False, **kwargs)  # what kernel[grid](...) runs
         except Exception as e:
             return _after_failure(e, kernel, info, grid, args, kwargs)
     _refuse_meta(kernel, info, grid, args, kwargs)
@@ -684,11 +721,12 @@ def _launch_traced(
     if isinstance(grid, list):
         grid = tuple(grid)
     spec = make_launch_spec(kernel, info, grid, args, kwargs)
-    bound = bind_arguments(info, args, kwargs)
+    # Only a grid callable reads the bound arguments (a second bind per traced launch otherwise).
+    bound = bind_arguments(info, args, kwargs) if callable(grid) else {}
     launch_traced(dataclasses.replace(spec, traced_grid=trace_grid(kernel, grid, bound)))
 
 
-_INT_TUPLE_TYPES: dict[tuple[type, ...], bool] = {(int,): True, (int, int): True, (int, int, int): True}
+_new_object = object.__new__
 
 
 class _BoundLaunch:
@@ -703,16 +741,38 @@ class _BoundLaunch:
         kernel, info, grid = self._kernel, self._info, self._grid
         # The common eager case, inlined (this runs on every launch): a tuple of 1 to 3 ints,
         # known keywords, no mode, plain tensors; then exactly what kernel[grid](...) runs.
-        grid_types: tuple[type, ...] = tuple(map(type, grid)) if type(grid) is tuple else ()  # type: ignore[arg-type]
+        # Any other value or state takes _launch, which checks everything (_is_eager inlined here).
         if (
-            _INT_TUPLE_TYPES.get(grid_types)
+            type(grid) is tuple
+            and 0 < len(grid) < 4  # type: ignore[arg-type]
+            and not _dispatch_stack_len()
+            and _functorch_stack() is None
             and (not kwargs or info.keyword_names.issuperset(kwargs))
-            and _is_eager(args, kwargs)
         ):
-            try:
-                return kernel.run(*args, grid=grid, warmup=False, **kwargs)
-            except Exception as e:
-                return _after_failure(e, kernel, info, grid, args, kwargs)
+            for g in grid:  # type: ignore[union-attr]
+                if type(g) is not int:
+                    break
+            else:
+                for v in args:
+                    t = type(v)
+                    if t is Tensor or t is _Parameter:
+                        if v.is_meta:
+                            break
+                    elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                        break
+                else:
+                    for v in kwargs.values():
+                        t = type(v)
+                        if t is Tensor or t is _Parameter:
+                            if v.is_meta:
+                                break
+                        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                            break
+                    else:
+                        try:
+                            return kernel.run(*args, grid=grid, warmup=False, **kwargs)
+                        except Exception as e:
+                            return _after_failure(e, kernel, info, grid, args, kwargs)
         return _launch(kernel, info, grid, args, kwargs)
 
 
@@ -796,6 +856,15 @@ def wrap_triton(kernel: Any) -> TritonKernel:
         >>> import functional_triton as ft
         >>> ft.wrap_triton(add_kernel)[(n // 128,)](x, y, out, n, BLOCK=128)  # doctest: +SKIP
     """
+    # The per-launch path (``wrap_triton(k)[grid](...)`` made on every call): a kernel described
+    # before passed the type check below; a new wrapper is all it costs (none is cached: a cached
+    # wrapper would keep its kernel alive).
+    hit = _infos.get(id(kernel))
+    if hit is not None and hit[0]() is kernel:
+        wrapper = _new_object(TritonKernel)
+        wrapper.kernel = kernel
+        wrapper.info = hit[1]
+        return wrapper
     if isinstance(kernel, TritonKernel):
         return kernel
     if not isinstance(kernel, _triton_kernel_types()):
