@@ -162,16 +162,17 @@ def eager_launches() -> None:
     what = "us per launch (queued)" if GPU else "host us per launch, kernels' run a no-op"
     print(f"eager launch ({what}): raw, ft, ft - raw, ft / raw")
     for name, _, _ in pairs:
-        raw, ours = t["raw " + name], t["ft " + name]
+        t_raw, t_ft = t["raw " + name], t["ft " + name]
         print(
-            f"  {name:38s} {raw * 1e6:7.2f} {ours * 1e6:7.2f} {(ours - raw) * 1e6:+7.2f}  {ours / raw:5.2f}x"
+            f"  {name:38s} {t_raw * 1e6:7.2f} {t_ft * 1e6:7.2f} "
+            f"{(t_ft - t_raw) * 1e6:+7.2f}  {t_ft / t_raw:5.2f}x"
         )
     if GPU:
-        raw = t["raw wrap_triton(k)[grid](...) per call"]
-        torch_t = t["torch.library.wrap_triton(k)[grid](...)"]
+        t_raw = t["raw wrap_triton(k)[grid](...) per call"]
+        t_torch = t["torch.library.wrap_triton(k)[grid](...)"]
         print(
-            f"  {'torch.library.wrap_triton(k)[grid](...)':38s} {raw * 1e6:7.2f} {torch_t * 1e6:7.2f} "
-            f"{(torch_t - raw) * 1e6:+7.2f}  {torch_t / raw:5.2f}x"
+            f"  {'torch.library.wrap_triton(k)[grid](...)':38s} {t_raw * 1e6:7.2f} {t_torch * 1e6:7.2f} "
+            f"{(t_torch - t_raw) * 1e6:+7.2f}  {t_torch / t_raw:5.2f}x"
         )
     else:
         print("  torch.library.wrap_triton: returns the raw kernel under the interpreter (GPU only)")
