@@ -179,6 +179,23 @@ def wrapper_overhead(calls: int) -> None:
         return best * 1e6
 
     torch.set_num_threads(1)  # Inductor's C++ kernels: no thread pool waking up inside the timing
+
+    def python_calls(fn: Callable[[], Any]) -> int:
+        """Python function calls (and C functions called from Python) in one call: deterministic."""
+        count = 0
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            nonlocal count
+            if event in ("call", "c_call"):
+                count += 1
+
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+        return count - 1  # the setprofile(None) call itself
+
     empty = torch.compile(lambda x: x, fullgraph=True)
     print(f"torch {torch.__version__}: us per call, launches stubbed, best of 5 x {calls} calls, 1 thread")
     print(f"{'case':42s} {'raw':>9s} {'ft-ind':>9s} {'ft-rp':>9s} {'empty-ind':>9s}")
@@ -194,12 +211,16 @@ def wrapper_overhead(calls: int) -> None:
             try:
                 for k in stubbed:
                     k.run = lambda *a, **kw: None
-                row = {k: per_call(functools.partial(fn, x)) for k, fn in variants.items() if fn is not None}
-                row["empty-ind"] = per_call(functools.partial(empty, x))
+                fns = {k: functools.partial(fn, x) for k, fn in variants.items() if fn is not None}
+                fns["empty-ind"] = functools.partial(empty, x)
+                row = {k: per_call(fn) for k, fn in fns.items()}
+                calls_row = {k: python_calls(fn) for k, fn in fns.items()}
             finally:
                 for k, run in stubbed.items():
                     k.run = run
-        print(f"{name:42s} " + " ".join(f"{row[k]:9.1f}" for k in ("raw", "ft-ind", "ft-rp", "empty-ind")))
+        keys = ("raw", "ft-ind", "ft-rp", "empty-ind")
+        print(f"{name:42s} " + " ".join(f"{row[k]:9.1f}" for k in keys))
+        print(f"{'  Python calls per call':42s} " + " ".join(f"{calls_row[k]:9d}" for k in keys))
 
 
 def main() -> None:

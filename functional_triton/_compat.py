@@ -349,3 +349,23 @@ def hook_export_serialization(on_save: Any, on_load: Any) -> bool:
     ):
         setattr(cls, name, fn)
     return True
+
+
+def register_python_codegen(op_name: str, codegen: Any) -> bool:
+    """Have Inductor's Python wrapper emit ``codegen(node, writeline)`` for fallback calls of the
+    operator named ``op_name`` (``"torch.ops.ns.name.default"``), instead of an operator call.
+
+    Checked on torch 2.13 and 2.14.1: ``torch._inductor.codegen.custom_extern_kernel_codegen``'s
+    ``CUSTOM_EXTERN_KERNEL_CODEGEN`` (name -> ``CustomCodegen(python=...)``), read by
+    ``PythonWrapperCodegen.generate_fallback_kernel``. False where it is missing (torch 2.11 has
+    no such registry, to be checked there): generated code then calls the operator.
+    """
+    try:
+        from torch._inductor.codegen.custom_extern_kernel_codegen import (
+            CUSTOM_EXTERN_KERNEL_CODEGEN,
+            CustomCodegen,
+        )
+    except ImportError:
+        return False
+    CUSTOM_EXTERN_KERNEL_CODEGEN[op_name] = CustomCodegen(python=codegen)
+    return True

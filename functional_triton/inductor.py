@@ -36,6 +36,18 @@ by node name:
 So Inductor copies what ``reinplace_compiler`` copies on the same graph
 (tests/compile/test_inductor_copies.py counts both).
 
+Note [Inductor host overhead]
+Per call, generated code would call the operator through the dispatcher (the custom
+operator's autograd, ADInplaceOrView and backend layers, tens of microseconds in Python)
+and rebuild the node with ``tree_unflatten``. Instead, where torch has Inductor's custom
+codegen registry (``_compat.register_python_codegen``), a lowered node's call is emitted as
+a call of ``runner(op, spec)``, bound once when the compiled module loads: a closure over
+the node's template (its constant parts built once, its tensors and symbols filled in per
+call) that runs what the operator's body runs, the dense rule with all its run-time checks
+(sizes, strides, aliasing). The operators stay registered for what calls them otherwise
+(torch without that registry, the C++ wrapper). ``python benchmarks/bench_compile.py
+--wrapper`` measures the per-call cost with the launch itself stubbed.
+
 A graph holding this library's higher-order operators is never put in Inductor's FX graph
 cache (they are not declared cacheable), so a cached artifact never names a side-table
 entry of another process. Lowered nodes are kept for the life of the process: generated
@@ -58,6 +70,7 @@ import torch
 from torch import Tensor
 from torch.utils import _pytree as pytree
 
+from ._compat import register_python_codegen
 from .aliasing import in_place_group, rebuild_arguments
 from .hops import functional_dense, functional_outputs, triton_kernel_wrapper_functional
 
@@ -68,10 +81,34 @@ class LoweredNode(NamedTuple):
     treespec: Any
     # per leaf: ("t", i) tensors[i], ("s", i) symbols[i], ("c", value) a constant
     leaves: tuple[tuple[str, Any], ...]
+    # per top-level key, how to rebuild it: (key, "c", value) a constant (built once),
+    # (key, "d", ((name, leaf), ...)) a dict of leaves, (key, "t", (treespec, leaves)) any tree
+    parts: tuple[tuple[str, str, Any], ...]
 
 
 _lowered: list[LoweredNode] = []
 _lowered_lock = threading.Lock()
+
+
+def _leaf(leaf: tuple[str, Any], tensors: Sequence[Any], symbols: Sequence[Any]) -> Any:
+    kind, v = leaf
+    return tensors[v] if kind == "t" else symbols[v] if kind == "s" else v
+
+
+def _build(
+    parts: tuple[tuple[str, str, Any], ...], tensors: Sequence[Any], symbols: Sequence[Any]
+) -> dict[str, Any]:
+    """A lowered node's arguments from this call's tensors and symbols (Note [Inductor lowering])."""
+    node: dict[str, Any] = {}
+    for key, mode, data in parts:
+        if mode == "c":
+            node[key] = data
+        elif mode == "d":
+            node[key] = {n: _leaf(leaf, tensors, symbols) for n, leaf in data}
+        else:
+            treespec, leaves = data
+            node[key] = pytree.tree_unflatten([_leaf(leaf, tensors, symbols) for leaf in leaves], treespec)
+    return node
 
 
 def _node_arguments(
@@ -79,10 +116,7 @@ def _node_arguments(
     symbols: Sequence[Any],
     spec: int,
 ) -> dict[str, Any]:
-    lowered = _lowered[spec]
-    by_kind = {"t": tensors, "s": symbols}
-    leaves = [v if kind == "c" else by_kind[kind][v] for kind, v in lowered.leaves]
-    return pytree.tree_unflatten(leaves, lowered.treespec)  # type: ignore[no-any-return]
+    return _build(_lowered[spec].parts, tensors, symbols)
 
 
 @torch.library.custom_op("functional_triton::functional_launch", mutates_args=())
@@ -291,25 +325,83 @@ def _flatten(node: dict[str, Any]) -> tuple[list[Any], list[Any], int]:
     """A node's tensors, symbols, and the index of its LoweredNode."""
     from torch._inductor import ir
 
-    flat, treespec = pytree.tree_flatten(node)
     tensors: list[Any] = []
     symbols: list[Any] = []
     leaves: list[tuple[str, Any]] = []
-    for leaf in flat:
-        if isinstance(leaf, ir.IRNode):
-            leaves.append(("t", len(tensors)))
-            tensors.append(leaf)
-        elif _is_symbol(leaf):
-            leaves.append(("s", len(symbols)))
-            symbols.append(leaf)
+    parts: list[tuple[str, str, Any]] = []
+    for key, value in node.items():
+        flat, treespec = pytree.tree_flatten(value)
+        start = len(leaves)
+        for leaf in flat:
+            if isinstance(leaf, ir.IRNode):
+                leaves.append(("t", len(tensors)))
+                tensors.append(leaf)
+            elif _is_symbol(leaf):
+                leaves.append(("s", len(symbols)))
+                symbols.append(leaf)
+            else:
+                leaves.append(("c", int(leaf) if type(leaf).__name__ == "Integer" else leaf))
+        mine = tuple(leaves[start:])
+        if all(kind == "c" for kind, _ in mine):
+            parts.append((key, "c", pytree.tree_unflatten([v for _, v in mine], treespec)))
+        elif isinstance(value, dict) and all(pytree.tree_is_leaf(v) for v in value.values()):
+            parts.append((key, "d", tuple(zip(value, mine))))
         else:
-            leaves.append(("c", int(leaf) if type(leaf).__name__ == "Integer" else leaf))
+            parts.append((key, "t", (treespec, mine)))
     with _lowered_lock:
-        _lowered.append(LoweredNode(treespec, tuple(leaves)))
+        _lowered.append(LoweredNode(pytree.tree_flatten(node)[1], tuple(leaves), tuple(parts)))
         return tensors, symbols, len(_lowered) - 1
 
 
+def runner(op: str, spec: int) -> Any:
+    """What generated code calls for one lowered node, instead of the operator ``op``
+    (Note [Inductor host overhead]): its arguments rebuilt from a template made once."""
+    parts = _lowered[spec].parts
+    if op == "functional_launch_":
+
+        def launch_in_place(tensors: list[Tensor], symbols: list[int]) -> None:
+            functional_dense(**_build(parts, tensors, symbols))
+
+        return launch_in_place
+    if op == "functional_launch":
+
+        def launch(tensors: list[Tensor | None], symbols: list[int]) -> list[Tensor]:
+            node = _build(parts, tensors, symbols)
+            outputs = functional_dense(**node)
+            return _distinct([outputs[n] for n in node["tensors_to_clone"]])
+
+        return launch
+    assert op == "clone_arguments", op
+
+    def clone(tensors: list[Tensor], symbols: list[int]) -> list[Tensor]:
+        node = _build(parts, tensors, symbols)
+        new = rebuild_arguments(node["kwargs"], node["layouts"])
+        return [new[n] for n in node["layouts"]]
+
+    return clone
+
+
+def _direct_call(node: Any, writeline: Any) -> None:
+    """Inductor's Python code for one of this module's operators: a call of its ``runner``,
+    bound once when the compiled module loads (Note [Inductor host overhead])."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+
+    wrapper = V.graph.wrapper_code
+    op = node.op_overload._opname
+    tensors, symbols, spec = node.codegen_args()
+    name = f"_ft_{op}_{int(spec)}"
+    wrapper.add_import_once("import functional_triton.inductor")
+    wrapper.add_import_once(f"{name} = functional_triton.inductor.runner({op!r}, {int(spec)})")
+    call = f"{name}({tensors}, {symbols})"
+    if isinstance(node.layout, ir.NoneLayout):
+        writeline(f"{wrapper.declare}{call}{wrapper.ending}")
+    else:
+        writeline(f"{wrapper.declare}{node.get_name()} = {call}{wrapper.ending}")
+
+
 _registered = False
+_DIRECT_CALLS = False  # whether generated code calls runners directly (Note [Inductor host overhead])
 
 
 def register() -> bool:
@@ -327,6 +419,9 @@ def register() -> bool:
     except ImportError:  # pragma: no cover - a torch built without Inductor
         return False
     register_lowering(triton_kernel_wrapper_functional, type_promotion_kind=None)(lower_functional)
+    global _DIRECT_CALLS
+    for op in ("functional_launch", "functional_launch_", "clone_arguments"):
+        _DIRECT_CALLS = register_python_codegen(f"torch.ops.functional_triton.{op}.default", _direct_call)
     _registered = True
     return True
 
