@@ -30,9 +30,9 @@ by node name:
   members (their copies would alias each other, which an operator's outputs must not) the
   node is lowered functionally, all of its groups cloned;
 - the ``copy_`` and ``*_scatter`` nodes the pass absorbed (they put a value written in place
-  back into its own storage) are made no-ops in the graph being lowered: a scatter's uses
-  take its base, and ``copy_(dst, new)`` becomes ``copy_(dst, dst)``, which Inductor's
-  ``copy_`` lowering drops.
+  back into its own storage) are made no-ops in the graph being lowered: a scatter becomes
+  ``alias(base)``, which Inductor lowers to the base itself, and
+  ``copy_(dst, new)`` becomes ``copy_(dst, dst)``, which Inductor's ``copy_`` lowering drops.
 So Inductor copies what ``reinplace_compiler`` copies on the same graph
 (tests/compile/test_inductor_copies.py counts both).
 
@@ -234,17 +234,19 @@ def _drop_absorbed(gm: Any, absorbed: frozenset[str]) -> None:
     """Make the nodes the pass absorbed no-ops in the graph Inductor is lowering.
 
     Each only puts a value back into its own storage once the kernel wrote it in place:
-    a scatter's result is then its base, and ``copy_(dst, new)`` copies ``dst`` onto itself
-    (Inductor's ``copy_`` lowering drops ``copy_(dst, dst)``). They all follow the functional
-    nodes whose outputs they take, so none is lowered yet.
+    a scatter's result is then its base (``alias(base)``), and ``copy_(dst, new)`` copies
+    ``dst`` onto itself (Inductor's ``copy_`` lowering drops ``copy_(dst, dst)``). They all
+    follow the functional nodes whose outputs they take, so none is lowered yet.
     """
     for node in list(gm.graph.nodes):
         if node.name not in absorbed:
             continue
+        # Rewritten in place, not removed: Inductor's interpreter has counted every node's uses.
         if node.target is torch.ops.aten.copy_.default:
             node.args = (node.args[0], node.args[0], *node.args[2:])
-        else:
-            node.replace_all_uses_with(node.args[0])
+        else:  # aten.alias: Inductor lowers it to its argument itself
+            node.target = torch.ops.aten.alias.default
+            node.args, node.kwargs = (node.args[0],), {}
 
 
 _decided: weakref.WeakKeyDictionary[Any, _Decisions] = weakref.WeakKeyDictionary()

@@ -114,9 +114,22 @@ def _inductor_run(fn: Any, inputs: Any, no_grad: bool) -> tuple[dict[str, Any], 
     return run_and_get_code(run_once, compiled, inputs, no_grad)  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("case", [c[0] for c in bench_graphs.cases(False)])
+def _inplace_view_of_intermediate(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    v = y[1:]  # written through a view: AOTAutograd scatters it back into y (absorbed)
+    wrap(bench_graphs.add_one_inplace)[bench_graphs.grid1(v.numel())](v, v.numel(), BLOCK=bench_graphs.BLOCK)
+    return y
+
+
+_CASES = [
+    *bench_graphs.cases(False),
+    ("in place, view of an intermediate", _inplace_view_of_intermediate, lambda: torch.zeros(4096)),
+]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in _CASES])
 def test_bench_graphs_cases_copy_what_reinplace_copies(case: str) -> None:
-    (prog, make) = next((p, m) for name, p, m in bench_graphs.cases(False) if name == case)
+    (prog, make) = next((p, m) for name, p, m in _CASES if name == case)
     inputs = lambda: (make(),)  # noqa: E731
     result, codes = _inductor_run(prog, inputs, True)
     compare(result, run_once(functools.partial(prog, raw), inputs, True), f"inductor on {case!r}")
