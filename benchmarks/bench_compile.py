@@ -10,6 +10,13 @@ Each compiled result is checked against raw, bit for bit, before it is timed.
 GPU: ``python benchmarks/bench_compile.py --gpu``. Without ``--gpu``: a smoke run on the CPU
 interpreter with tiny sizes (ft columns only; no figures claimed); it exits non-zero if a
 functional_triton variant fails or differs from raw.
+
+``--wrapper`` (CPU): the Python cost of one compiled call, the kernel launch itself left out
+(each kernel's ``run`` replaced by a no-op for the measurement): what the Inductor-compiled
+graph spends between its caller and the raw launch (AOTAutograd's wrappers, the generated
+code, functional_triton's per-call work). ``ft-ind`` and ``ft-rp`` as above, ``raw`` the
+eager raw launch (triton's own launch path, stubbed at the same point), ``empty-ind``
+an Inductor-compiled function that only returns its input (the compiled-call floor).
 """
 
 from __future__ import annotations
@@ -155,11 +162,82 @@ def _one_input(make: Callable[[], torch.Tensor]) -> tuple[torch.Tensor]:
     return (make(),)
 
 
+def _all_kernels() -> list[Any]:
+    import bench_graphs
+
+    return [bench_graphs.add_one_inplace, bench_graphs.add_one_out, bench_graphs.add_one_rows, scale_fwd]
+
+
+def wrapper_overhead(calls: int) -> None:
+    """Per-call Python time with the kernel launches stubbed (``--wrapper``; see the docstring)."""
+    import time
+
+    def per_call(fn: Callable[[], Any]) -> float:
+        for _ in range(20):
+            fn()
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / calls)
+        return best * 1e6
+
+    torch.set_num_threads(1)  # Inductor's C++ kernels: no thread pool waking up inside the timing
+
+    def python_calls(fn: Callable[[], Any]) -> int:
+        """Python function calls (and C functions called from Python) in one call: deterministic."""
+        count = 0
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            nonlocal count
+            if event in ("call", "c_call"):
+                count += 1
+
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+        return count - 1  # the setprofile(None) call itself
+
+    empty = torch.compile(lambda x: x, fullgraph=True)
+    print(f"torch {torch.__version__}: us per call, launches stubbed, best of 5 x {calls} calls, 1 thread")
+    print(f"{'case':42s} {'raw':>9s} {'ft-ind':>9s} {'ft-rp':>9s} {'empty-ind':>9s}")
+    for name, prog, make in cases(False):
+        torch._dynamo.reset()
+        variants = compiled_variants(prog, False)
+        x = make()
+        with torch.no_grad():
+            for fn in variants.values():
+                if fn is not None:
+                    fn(x)  # compile (and check nothing) before stubbing
+            stubbed = {k: k.run for k in _all_kernels()}
+            try:
+                for k in stubbed:
+                    k.run = lambda *a, **kw: None
+                fns = {k: functools.partial(fn, x) for k, fn in variants.items() if fn is not None}
+                fns["empty-ind"] = functools.partial(empty, x)
+                row = {k: per_call(fn) for k, fn in fns.items()}
+                calls_row = {k: python_calls(fn) for k, fn in fns.items()}
+            finally:
+                for k, run in stubbed.items():
+                    k.run = run
+        keys = ("raw", "ft-ind", "ft-rp", "empty-ind")
+        print(f"{name:42s} " + " ".join(f"{row[k]:9.1f}" for k in keys))
+        print(f"{'  Python calls per call':42s} " + " ".join(f"{calls_row[k]:9d}" for k in keys))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--wrapper", action="store_true", help="CPU: per-call Python cost, launches stubbed")
+    parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
+    if args.wrapper:
+        wrapper_overhead(args.calls)
+        return
     gpu = not SMOKE
     reps = args.reps if gpu else 2
     dev = "cuda" if gpu else "cpu"

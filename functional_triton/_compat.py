@@ -330,3 +330,97 @@ def autotuner_hook_calls(tuner: Any) -> list[tuple[str, Any, dict[str, Any]]]:
     if getattr(tuner, "user_defined_post_hook", False):
         calls.append(("an @triton.autotune post_hook", tuner.post_hook, {"exception": None}))
     return calls
+
+
+def hook_export_serialization(on_save: Any, on_load: Any) -> bool:
+    """Call ``on_save(fx_node)`` before ``torch.export.save`` writes each call_function node, and
+    ``on_load(target, {input name: value})`` after ``torch.export.load`` rebuilds each node.
+
+    Either may raise: the exception is raised once the whole graph is written or rebuilt, outside
+    torch's per-node wrapper (which turns it into a SerializeError, a RuntimeError that
+    ``torch.export.load`` logs and replaces with a message naming nothing); an exception that
+    is not a RuntimeError then reaches the caller as it is.
+
+    Checked on torch 2.13 and 2.14.1: ``torch._export.serde.serialize``'s
+    ``GraphModuleSerializer.handle_call_function(self, node)`` and ``.serialize_graph(self, gm)``,
+    ``GraphModuleDeserializer.deserialize_node(self, serialized_node, target)`` (its inputs are
+    ``NamedArgument``s with ``.name`` and ``.arg.value``) and
+    ``GraphModuleDeserializer.deserialize_graph(self, serialized_graph)``; export has no public
+    hook for a higher-order operator's arguments. False (nothing hooked) where one is missing:
+    the same checks then happen when a loaded node first runs. Goes if export gains such a hook.
+    """
+    try:
+        from torch._export.serde import serialize
+    except ImportError:  # pragma: no cover
+        return False
+    ser: Any = getattr(serialize.GraphModuleSerializer, "handle_call_function", None)
+    de_node: Any = getattr(serialize.GraphModuleDeserializer, "deserialize_node", None)
+    ser_graph: Any = getattr(serialize.GraphModuleSerializer, "serialize_graph", None)
+    de_graph: Any = getattr(serialize.GraphModuleDeserializer, "deserialize_graph", None)
+    if None in (ser, ser_graph, de_node, de_graph) or getattr(ser, "_functional_triton_hook", False):
+        return False
+
+    def handle_call_function(self: Any, node: Any) -> Any:
+        try:
+            on_save(node)
+        except Exception as e:  # raised after the graph, like on_load's
+            self.__dict__.setdefault("_functional_triton_errors", []).append(e)
+        return ser(self, node)
+
+    def serialize_graph(self: Any, graph_module: Any) -> Any:
+        graph = ser_graph(self, graph_module)
+        errors = self.__dict__.pop("_functional_triton_errors", [])
+        if errors:
+            raise errors[0]
+        return graph
+
+    def deserialize_node(self: Any, serialized_node: Any, target: Any) -> Any:
+        result = de_node(self, serialized_node, target)
+        inputs = {}
+        for named in getattr(serialized_node, "inputs", ()):
+            try:
+                inputs[named.name] = named.arg.value
+            except AttributeError:
+                continue
+        try:
+            on_load(target, inputs)
+        except Exception as e:  # raised after the graph (see above)
+            self.__dict__.setdefault("_functional_triton_errors", []).append(e)
+        return result
+
+    def deserialize_graph(self: Any, serialized_graph: Any) -> Any:
+        graph = de_graph(self, serialized_graph)
+        errors = self.__dict__.pop("_functional_triton_errors", [])
+        if errors:
+            raise errors[0]
+        return graph
+
+    handle_call_function._functional_triton_hook = True  # type: ignore[attr-defined]
+    for cls, name, fn in (
+        (serialize.GraphModuleSerializer, "handle_call_function", handle_call_function),
+        (serialize.GraphModuleSerializer, "serialize_graph", serialize_graph),
+        (serialize.GraphModuleDeserializer, "deserialize_node", deserialize_node),
+        (serialize.GraphModuleDeserializer, "deserialize_graph", deserialize_graph),
+    ):
+        setattr(cls, name, fn)
+    return True
+
+
+def register_python_codegen(op_name: str, codegen: Any) -> bool:
+    """Have Inductor's Python wrapper emit ``codegen(node, writeline)`` for fallback calls of the
+    operator named ``op_name`` (``"torch.ops.ns.name.default"``), instead of an operator call.
+
+    Checked on torch 2.13 and 2.14.1: ``torch._inductor.codegen.custom_extern_kernel_codegen``'s
+    ``CUSTOM_EXTERN_KERNEL_CODEGEN`` (name -> ``CustomCodegen(python=...)``), read by
+    ``PythonWrapperCodegen.generate_fallback_kernel``. False where it is missing (torch 2.11 has
+    no such registry, to be checked there): generated code then calls the operator.
+    """
+    try:
+        from torch._inductor.codegen.custom_extern_kernel_codegen import (
+            CUSTOM_EXTERN_KERNEL_CODEGEN,
+            CustomCodegen,
+        )
+    except ImportError:
+        return False
+    CUSTOM_EXTERN_KERNEL_CODEGEN[op_name] = CustomCodegen(python=codegen)
+    return True

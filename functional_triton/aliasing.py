@@ -399,7 +399,6 @@ def in_place_group(group: int) -> int:
 # autograd would later regenerate that grad_fn by replaying as_strided on the buffer (when
 # functionalization scatters an alias's update into a view), and the trace would record the
 # fake buffer as a graph constant ("Unexpected fake buffer _tensor_constant0").
-@torch.no_grad()
 def rebuild_arguments(
     kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]], fills: Mapping[int, int] | None = None
 ) -> dict[str, Any]:
@@ -409,6 +408,15 @@ def rebuild_arguments(
     when their strides match the recorded ones (see ``in_place_group``). ``fills``: the
     sentinel byte of each cloned group's padded buffer (bounds.py), for groups it names.
     """
+    if torch.is_grad_enabled():  # (a compiled graph runs with it off: no context per call)
+        with torch.no_grad():
+            return _rebuild_arguments(kwargs, layouts, fills)
+    return _rebuild_arguments(kwargs, layouts, fills)
+
+
+def _rebuild_arguments(
+    kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]], fills: Mapping[int, int] | None
+) -> dict[str, Any]:
     new_kwargs = dict(kwargs)
     groups: dict[int, list[str]] = {}
     for name, raw in layouts.items():
@@ -434,8 +442,8 @@ def write_back(
     """After a launch: copy members of in-place groups that had to be rebuilt back into the originals."""
     if launched is kwargs:  # every replayed in-place launch whose arguments have the traced geometry
         return
-    # no_grad only around copies (as a decorator it cost every launch node ~2 us of context manager)
-    for name, raw in layouts.items():
-        if raw[0] <= -2 and launched[name] is not kwargs[name]:
-            with torch.no_grad():
+    rebuilt = [n for n, raw in layouts.items() if raw[0] <= -2 and launched[n] is not kwargs[n]]
+    if rebuilt:
+        with torch.no_grad():
+            for name in rebuilt:
                 copy_into(kwargs[name], launched[name])

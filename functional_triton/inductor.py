@@ -16,16 +16,37 @@ custom operator (it mutates nothing, returns the written arguments' new values):
   output strides.
 
 Copies: the decisions of ``reinplace_compiler`` (Note [reinplacing]) are made once per
-graph Inductor lowers, on a copy of its FX graph; a node whose every group may be written
-in place is lowered to ``functional_triton::functional_launch_`` instead, which mutates its
-tensor arguments (Inductor orders every later use after it) and runs the dense rule with
-the groups marked in place (``in_place_group``: run-time stride checks and write-back
-included), and the node's outputs are the arguments themselves. (A node that keeps some
-clones is lowered functionally: such an operator cannot also return tensors.)
-AOTAutograd's epilogue ``copy_(input, new value)`` then copies a buffer onto
-itself, which Inductor's ``copy_`` lowering drops. So Inductor copies what
-``reinplace_compiler`` copies, no more, except for nodes that keep some clones
-(tests/compile/test_inductor.py counts them).
+graph Inductor lowers, by running the pass itself on a copy of its FX graph, and read back
+by node name:
+- a node whose every group may be written in place is lowered to
+  ``functional_triton::functional_launch_``, which mutates its tensor arguments (Inductor
+  orders every later use after it) and runs the dense rule with the groups marked in place
+  (``in_place_group``: run-time size and stride checks and write-back included); the
+  node's outputs are the arguments themselves;
+- a node that keeps some clones first copies those groups with
+  ``functional_triton::clone_arguments`` (``rebuild_arguments``: the traced layout), then
+  launches every group in place, on the copies for those. (A custom operator that mutates
+  cannot also return a list of tensors, hence two calls.) Where a kept group has several
+  members (their copies would alias each other, which an operator's outputs must not) the
+  node is lowered functionally, all of its groups cloned;
+- the ``copy_`` and ``*_scatter`` nodes the pass absorbed (they put a value written in place
+  back into its own storage) are made no-ops in the graph being lowered: a scatter becomes
+  ``alias(base)``, which Inductor lowers to the base itself, and
+  ``copy_(dst, new)`` becomes ``copy_(dst, dst)``, which Inductor's ``copy_`` lowering drops.
+So Inductor copies what ``reinplace_compiler`` copies on the same graph
+(tests/compile/test_inductor_copies.py counts both).
+
+Note [Inductor host overhead]
+Per call, generated code would call the operator through the dispatcher (the custom
+operator's autograd, ADInplaceOrView and backend layers, tens of microseconds in Python)
+and rebuild the node with ``tree_unflatten``. Instead, where torch has Inductor's custom
+codegen registry (``_compat.register_python_codegen``), a lowered node's call is emitted as
+a call of ``runner(op, spec)``, bound once when the compiled module loads: a closure over
+the node's template (its constant parts built once, its tensors and symbols filled in per
+call) that runs what the operator's body runs, the dense rule with all its run-time checks
+(sizes, strides, aliasing). The operators stay registered for what calls them otherwise
+(torch without that registry, the C++ wrapper). ``python benchmarks/bench_compile.py
+--wrapper`` measures the per-call cost with the launch itself stubbed.
 
 A graph holding this library's higher-order operators is never put in Inductor's FX graph
 cache (they are not declared cacheable), so a cached artifact never names a side-table
@@ -49,7 +70,8 @@ import torch
 from torch import Tensor
 from torch.utils import _pytree as pytree
 
-from .aliasing import in_place_group
+from ._compat import register_python_codegen
+from .aliasing import in_place_group, rebuild_arguments
 from .hops import functional_dense, functional_outputs, triton_kernel_wrapper_functional
 
 
@@ -59,16 +81,42 @@ class LoweredNode(NamedTuple):
     treespec: Any
     # per leaf: ("t", i) tensors[i], ("s", i) symbols[i], ("c", value) a constant
     leaves: tuple[tuple[str, Any], ...]
+    # per top-level key, how to rebuild it: (key, "c", value) a constant (built once),
+    # (key, "d", ((name, leaf), ...)) a dict of leaves, (key, "t", (treespec, leaves)) any tree
+    parts: tuple[tuple[str, str, Any], ...]
 
 
 _lowered: list[LoweredNode] = []
 _lowered_lock = threading.Lock()
 
 
-def _node_arguments(tensors: Sequence[Tensor | None], symbols: Sequence[Any], spec: int) -> dict[str, Any]:
-    lowered = _lowered[spec]
-    leaves = [tensors[v] if kind == "t" else symbols[v] if kind == "s" else v for kind, v in lowered.leaves]
-    return pytree.tree_unflatten(leaves, lowered.treespec)  # type: ignore[no-any-return]
+def _leaf(leaf: tuple[str, Any], tensors: Sequence[Any], symbols: Sequence[Any]) -> Any:
+    kind, v = leaf
+    return tensors[v] if kind == "t" else symbols[v] if kind == "s" else v
+
+
+def _build(
+    parts: tuple[tuple[str, str, Any], ...], tensors: Sequence[Any], symbols: Sequence[Any]
+) -> dict[str, Any]:
+    """A lowered node's arguments from this call's tensors and symbols (Note [Inductor lowering])."""
+    node: dict[str, Any] = {}
+    for key, mode, data in parts:
+        if mode == "c":
+            node[key] = data
+        elif mode == "d":
+            node[key] = {n: _leaf(leaf, tensors, symbols) for n, leaf in data}
+        else:
+            treespec, leaves = data
+            node[key] = pytree.tree_unflatten([_leaf(leaf, tensors, symbols) for leaf in leaves], treespec)
+    return node
+
+
+def _node_arguments(
+    tensors: Sequence[Tensor | None],
+    symbols: Sequence[Any],
+    spec: int,
+) -> dict[str, Any]:
+    return _build(_lowered[spec].parts, tensors, symbols)
 
 
 @torch.library.custom_op("functional_triton::functional_launch", mutates_args=())
@@ -115,18 +163,56 @@ def _functional_launch_inplace_fake(tensors: list[Tensor], symbols: list[int], s
     return None
 
 
-def _in_place_decisions(gm: Any) -> dict[str, dict[str, Any]]:
-    """functional node name -> its kwargs after ``reinplace`` (on a copy of ``gm``'s graph)."""
+@torch.library.custom_op("functional_triton::clone_arguments", mutates_args=())
+def clone_arguments(tensors: list[Tensor], symbols: list[int], spec: int) -> list[Tensor]:
+    """Fresh copies of lone written arguments, laid out as the kernel was traced for
+    (``rebuild_arguments``): the groups a partly reinplaced node still clones."""
+    node = _node_arguments(tensors, symbols, spec)
+    new = rebuild_arguments(node["kwargs"], node["layouts"])
+    return [new[n] for n in node["layouts"]]
+
+
+@clone_arguments.register_fake
+def _clone_arguments_fake(tensors: list[Tensor], symbols: list[int], spec: int) -> list[Tensor]:
+    node = _node_arguments(tensors, symbols, spec)
+    new = rebuild_arguments(node["kwargs"], node["layouts"])
+    return [new[n] for n in node["layouts"]]
+
+
+_SCATTERS = frozenset(
+    (
+        torch.ops.aten.slice_scatter.default,
+        torch.ops.aten.select_scatter.default,
+        torch.ops.aten.as_strided_scatter.default,
+        torch.ops.aten.diagonal_scatter.default,
+    )
+)
+
+
+class _Decisions(NamedTuple):
+    """What ``reinplace`` decided on a copy of the graph Inductor lowers."""
+
+    # functional node name -> its kwargs after the pass (groups marked in place, fewer clones)
+    nodes: dict[str, dict[str, Any]]
+    # names of the copy_ / *_scatter nodes the pass absorbed (they only put a value written
+    # in place back into its own storage)
+    absorbed: frozenset[str]
+
+
+def _in_place_decisions(gm: Any) -> _Decisions:
+    """The ``reinplace`` pass run on a copy of ``gm``'s graph, read back by node name."""
     from torch import fx
 
     from .passes.reinplace import reinplace
 
     graph = fx.Graph()
     graph.graph_copy(gm.graph, {})  # same node names; meta shared (the pass reads it only)
-    before = {n.name: n for n in gm.graph.nodes if n.target is triton_kernel_wrapper_functional}
+    before = {n.name: n for n in gm.graph.nodes}
     after = {n.name: n for n in reinplace(fx.GraphModule(gm, graph)).graph.nodes}
     decisions = {}
     for name, node in before.items():
+        if node.target is not triton_kernel_wrapper_functional:
+            continue
         kw = dict(node.kwargs)
         if name not in after:  # every group in place: the pass made it a launch
             layouts = {
@@ -135,10 +221,35 @@ def _in_place_decisions(gm: Any) -> dict[str, dict[str, Any]]:
             decisions[name] = {**kw, "tensors_to_clone": [], "layouts": layouts}
         elif after[name].kwargs["layouts"] != kw["layouts"]:
             decisions[name] = dict(after[name].kwargs)
-    return decisions
+    absorbed = frozenset(
+        name
+        for name, node in before.items()
+        if (node.target is torch.ops.aten.copy_.default or node.target in _SCATTERS)
+        and (name not in after or after[name].target is not node.target)
+    )
+    return _Decisions(decisions, absorbed)
 
 
-_decided: weakref.WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
+def _drop_absorbed(gm: Any, absorbed: frozenset[str]) -> None:
+    """Make the nodes the pass absorbed no-ops in the graph Inductor is lowering.
+
+    Each only puts a value back into its own storage once the kernel wrote it in place:
+    a scatter's result is then its base (``alias(base)``), and ``copy_(dst, new)`` copies
+    ``dst`` onto itself (Inductor's ``copy_`` lowering drops ``copy_(dst, dst)``). They all
+    follow the functional nodes whose outputs they take, so none is lowered yet.
+    """
+    for node in list(gm.graph.nodes):
+        if node.name not in absorbed:
+            continue
+        # Rewritten in place, not removed: Inductor's interpreter has counted every node's uses.
+        if node.target is torch.ops.aten.copy_.default:
+            node.args = (node.args[0], node.args[0], *node.args[2:])
+        else:  # aten.alias: Inductor lowers it to its argument itself
+            node.target = torch.ops.aten.alias.default
+            node.args, node.kwargs = (node.args[0],), {}
+
+
+_decided: weakref.WeakKeyDictionary[Any, _Decisions] = weakref.WeakKeyDictionary()
 
 
 def _in_place_kwargs(node: dict[str, Any]) -> dict[str, Any] | None:
@@ -151,13 +262,18 @@ def _in_place_kwargs(node: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if graph not in _decided:
         _decided[graph] = _in_place_decisions(graph.module)
-    decided = _decided[graph].get(current.name)
-    # Only a node with no clone left: an auto-functionalizable custom op (what Inductor can
-    # lower with mutations) cannot also return tensors. A node keeping some clones is lowered
-    # functionally, all of its groups cloned (correct, and what aot_eager does).
-    if decided is None or decided["tensors_to_clone"]:
+        _drop_absorbed(graph.module, _decided[graph].absorbed)
+    decided = _decided[graph].nodes.get(current.name)
+    if decided is None:
         return None
-    return {**node, "tensors_to_clone": decided["tensors_to_clone"], "layouts": decided["layouts"]}
+    # The decided groups marked on the node's own layouts (Inductor's sizes, not the FX graph's).
+    marked = {n for n, raw in decided["layouts"].items() if raw[0] <= -2}
+    layouts = {
+        n: ((in_place_group(raw[0]), *raw[1:]) if n in marked and raw[0] >= 0 else raw)
+        for n, raw in node["layouts"].items()
+    }
+    to_clone = [n for n in node["tensors_to_clone"] if n not in marked]
+    return {**node, "tensors_to_clone": to_clone, "layouts": layouts}
 
 
 def _is_symbol(value: object) -> bool:
@@ -171,41 +287,123 @@ def lower_functional(**node: Any) -> dict[str, Any]:
     from torch._inductor.lowering import fallback_handler
 
     in_place = _in_place_kwargs(node)
-    lowered = node if in_place is None else in_place
-    tensors, symbols, spec = _flatten(lowered)
+    if in_place is not None and not _lone_clones(in_place["layouts"]):
+        in_place = None  # a group of several arguments still cloned: lowered functionally
     if in_place is None:
         op = torch.ops.functional_triton.functional_launch.default
-    else:
-        op = torch.ops.functional_triton.functional_launch_.default
-    results = fallback_handler(op, add_to_fallback_set=False)(tensors, symbols, spec)
-    outputs = dict(zip(lowered["tensors_to_clone"], results or ()))
-    # Groups written in place: their new values are the arguments themselves.
-    return {n: outputs[n] if n in outputs else node["kwargs"][n] for n in node["tensors_to_clone"]}
+        results = fallback_handler(op, add_to_fallback_set=False)(*_flatten(node))
+        return dict(zip(node["tensors_to_clone"], results))
+    cloned = [n for n, raw in in_place["layouts"].items() if raw[0] >= 0]
+    outputs = {}
+    if cloned:  # Note [Inductor lowering]: the groups kept cloned, copied first
+        sub = {
+            "kwargs": {n: in_place["kwargs"][n] for n in cloned},
+            "layouts": {n: in_place["layouts"][n] for n in cloned},
+        }
+        op = torch.ops.functional_triton.clone_arguments.default
+        outputs = dict(zip(cloned, fallback_handler(op, add_to_fallback_set=False)(*_flatten(sub))))
+        in_place = {
+            **in_place,
+            "kwargs": {**in_place["kwargs"], **outputs},
+            "layouts": {
+                n: ((in_place_group(raw[0]), *raw[1:]) if n in outputs else raw)
+                for n, raw in in_place["layouts"].items()
+            },
+            "tensors_to_clone": [],
+        }
+    op = torch.ops.functional_triton.functional_launch_.default
+    fallback_handler(op, add_to_fallback_set=False)(*_flatten(in_place))
+    # Groups written in place: their new values are the arguments (or their copies) themselves.
+    return {n: outputs.get(n, node["kwargs"][n]) for n in node["tensors_to_clone"]}
+
+
+def _lone_clones(layouts: dict[str, Any]) -> bool:
+    """Whether every group still cloned is a single argument (its copy then aliases no other output)."""
+    groups = [raw[0] for raw in layouts.values() if raw[0] >= 0]
+    return len(groups) == len(set(groups))
 
 
 def _flatten(node: dict[str, Any]) -> tuple[list[Any], list[Any], int]:
     """A node's tensors, symbols, and the index of its LoweredNode."""
     from torch._inductor import ir
 
-    flat, treespec = pytree.tree_flatten(node)
     tensors: list[Any] = []
     symbols: list[Any] = []
     leaves: list[tuple[str, Any]] = []
-    for leaf in flat:
-        if isinstance(leaf, ir.IRNode):
-            leaves.append(("t", len(tensors)))
-            tensors.append(leaf)
-        elif _is_symbol(leaf):
-            leaves.append(("s", len(symbols)))
-            symbols.append(leaf)
+    parts: list[tuple[str, str, Any]] = []
+    for key, value in node.items():
+        flat, treespec = pytree.tree_flatten(value)
+        start = len(leaves)
+        for leaf in flat:
+            if isinstance(leaf, ir.IRNode):
+                leaves.append(("t", len(tensors)))
+                tensors.append(leaf)
+            elif _is_symbol(leaf):
+                leaves.append(("s", len(symbols)))
+                symbols.append(leaf)
+            else:
+                leaves.append(("c", int(leaf) if type(leaf).__name__ == "Integer" else leaf))
+        mine = tuple(leaves[start:])
+        if all(kind == "c" for kind, _ in mine):
+            parts.append((key, "c", pytree.tree_unflatten([v for _, v in mine], treespec)))
+        elif isinstance(value, dict) and all(pytree.tree_is_leaf(v) for v in value.values()):
+            parts.append((key, "d", tuple(zip(value, mine))))
         else:
-            leaves.append(("c", int(leaf) if type(leaf).__name__ == "Integer" else leaf))
+            parts.append((key, "t", (treespec, mine)))
     with _lowered_lock:
-        _lowered.append(LoweredNode(treespec, tuple(leaves)))
+        _lowered.append(LoweredNode(pytree.tree_flatten(node)[1], tuple(leaves), tuple(parts)))
         return tensors, symbols, len(_lowered) - 1
 
 
+def runner(op: str, spec: int) -> Any:
+    """What generated code calls for one lowered node, instead of the operator ``op``
+    (Note [Inductor host overhead]): its arguments rebuilt from a template made once."""
+    parts = _lowered[spec].parts
+    if op == "functional_launch_":
+
+        def launch_in_place(tensors: list[Tensor], symbols: list[int]) -> None:
+            functional_dense(**_build(parts, tensors, symbols))
+
+        return launch_in_place
+    if op == "functional_launch":
+
+        def launch(tensors: list[Tensor | None], symbols: list[int]) -> list[Tensor]:
+            node = _build(parts, tensors, symbols)
+            outputs = functional_dense(**node)
+            return _distinct([outputs[n] for n in node["tensors_to_clone"]])
+
+        return launch
+    assert op == "clone_arguments", op
+
+    def clone(tensors: list[Tensor], symbols: list[int]) -> list[Tensor]:
+        node = _build(parts, tensors, symbols)
+        new = rebuild_arguments(node["kwargs"], node["layouts"])
+        return [new[n] for n in node["layouts"]]
+
+    return clone
+
+
+def _direct_call(node: Any, writeline: Any) -> None:
+    """Inductor's Python code for one of this module's operators: a call of its ``runner``,
+    bound once when the compiled module loads (Note [Inductor host overhead])."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+
+    wrapper = V.graph.wrapper_code
+    op = node.op_overload._opname
+    tensors, symbols, spec = node.codegen_args()
+    name = f"_ft_{op}_{int(spec)}"
+    wrapper.add_import_once("import functional_triton.inductor")
+    wrapper.add_import_once(f"{name} = functional_triton.inductor.runner({op!r}, {int(spec)})")
+    call = f"{name}({tensors}, {symbols})"
+    if isinstance(node.layout, ir.NoneLayout):
+        writeline(f"{wrapper.declare}{call}{wrapper.ending}")
+    else:
+        writeline(f"{wrapper.declare}{node.get_name()} = {call}{wrapper.ending}")
+
+
 _registered = False
+_DIRECT_CALLS = False  # whether generated code calls runners directly (Note [Inductor host overhead])
 
 
 def register() -> bool:
@@ -223,6 +421,9 @@ def register() -> bool:
     except ImportError:  # pragma: no cover - a torch built without Inductor
         return False
     register_lowering(triton_kernel_wrapper_functional, type_promotion_kind=None)(lower_functional)
+    global _DIRECT_CALLS
+    for op in ("functional_launch", "functional_launch_", "clone_arguments"):
+        _DIRECT_CALLS = register_python_codegen(f"torch.ops.functional_triton.{op}.default", _direct_call)
     _registered = True
     return True
 

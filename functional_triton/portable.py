@@ -15,11 +15,18 @@ a traced launch's ``kernel_idx`` and ``constant_args_idx`` are strings instead:
 Both resolve, when a node first runs or is functionalized, to ordinary side-table
 indices: first from this process's own record of the references it made (so a program
 exported and run in one process runs the very objects it traced, closures included),
-else by importing the module and checking the fingerprint. A kernel or grid callable that
-is not a module-level name (defined in a function), whose module does not import, or
-whose source changed since the export, raises at load-and-run time with its name and
-the reason; so does a constant that has no literal form. Objects named by references
+else by importing the module and checking the fingerprint. Objects named by references
 made in this process are kept for the life of the process.
+
+What another process cannot find is named early, with the reason:
+- ``torch.export.save`` raises for a kernel or grid callable that is not a module-level
+  name (defined in a function, a lambda), lives in ``__main__`` (a script, ``python -c``),
+  or is no longer what its module binds under that name, and for constants with no
+  literal form;
+- ``torch.export.load`` raises LookupError for a kernel whose module does not import,
+  whose name is gone, or whose source changed since the export (the fingerprint differs).
+(Through ``_compat.hook_export_serialization``; where torch lacks those hooks, the same
+errors come when a loaded node first runs.)
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._compat import hook_export_serialization
 from .side_table import TableIndex, kernel_side_table
 
 _made: dict[str, tuple[Any, ...]] = {}  # reference -> the objects it was made from
@@ -91,12 +99,24 @@ def constants_reference(constants: Mapping[str, Any]) -> str:
     return ref
 
 
+def _not_module_level(module: str, name: str) -> str | None:
+    """Why another process could not import ``name`` from ``module``, or None."""
+    if "<locals>" in name or "<lambda>" in name:
+        return "was defined inside a function (or is a lambda); define it at module level"
+    if module in ("__main__", "?") or module.startswith("<"):
+        return (
+            f"lives in {module!r} (a script or python -c code), which another process cannot "
+            "import; move it into a module"
+        )
+    return None
+
+
 def _find(entry: list[str], what: str) -> Any:
     module, name, expected = entry
-    if "<locals>" in name or "<lambda>" in name:
+    problem = _not_module_level(module, name)
+    if problem is not None:
         raise RuntimeError(
-            f"{what} '{name}' (module {module}) was defined inside a function, so it cannot be "
-            "found after torch.export.load; define it at module level"
+            f"{what} '{name}' (module {module}) cannot be found after torch.export.load: it {problem}"
         )
     try:
         obj = getattr(importlib.import_module(module), name)
@@ -176,3 +196,70 @@ def exported_grid(spec: Any) -> Any:
 
     meta = {k: v for k, v in {**spec.constants, **spec.tensors}.items() if k != DESCRIPTORS_KEY}
     return tuple(spec.grid(meta))
+
+
+def _kernel_entries(ref: str) -> list[tuple[list[str], str]]:
+    entry = json.loads(ref)
+    found = [(entry["kernel"], "kernel")]
+    if entry["grid"] is not None:
+        found.append((entry["grid"], f"the grid callable of kernel '{entry['kernel'][1]}'"))
+    return found
+
+
+def check_savable(kernel_idx: Any, constant_args_idx: Any) -> None:
+    """Before ``torch.export.save`` writes a launch node: raise if another process could not
+    find its kernel, grid callable or constants (Note [portable references])."""
+    if not isinstance(kernel_idx, str) or not isinstance(constant_args_idx, str):
+        raise RuntimeError(
+            "torch.export.save: a functional_triton launch node names its kernel by a "
+            f"process-local index ({kernel_idx!r}); only a program made by torch.export.export "
+            "can be saved"
+        )
+    entries = _kernel_entries(kernel_idx)
+    kernel_name = entries[0][0][1]
+    for (module, name, _), what in entries:
+        problem = _not_module_level(module, name)
+        if problem is None:
+            made = _made.get(kernel_idx)
+            obj = getattr(sys.modules.get(module), name, None) if module in sys.modules else None
+            if made is not None and obj is not made[0 if what == "kernel" else 1]:
+                problem = f"is not what module {module} binds to the name '{name}'"
+        if problem is not None:
+            raise RuntimeError(
+                f"torch.export.save: {what} '{name}' (module {module}) could not be found "
+                f"by torch.export.load in another process: it {problem}"
+            )
+    try:
+        ast.literal_eval(constant_args_idx)
+    except (ValueError, SyntaxError):
+        raise RuntimeError(
+            f"torch.export.save: the constant arguments of kernel '{kernel_name}' have no "
+            f"literal form ({constant_args_idx}), so another process could not load them"
+        ) from None
+
+
+def check_loaded(kernel_idx: Any, constant_args_idx: Any) -> None:
+    """After ``torch.export.load`` rebuilds a launch node: find its kernel now (raising with its
+    name where it cannot be found or changed), not when the program first runs."""
+    if isinstance(kernel_idx, str) and isinstance(constant_args_idx, str):
+        try:
+            resolve(kernel_idx, constant_args_idx)
+        except RuntimeError as e:  # LookupError: torch.export.load passes it on as it is
+            raise LookupError(str(e)) from None
+
+
+def _on_save(node: Any) -> None:
+    from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+
+    if node.target is triton_kernel_wrapper_mutation or node.target is triton_kernel_wrapper_functional:
+        check_savable(node.kwargs.get("kernel_idx"), node.kwargs.get("constant_args_idx"))
+
+
+def _on_load(target: Any, inputs: Mapping[str, Any]) -> None:
+    from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+
+    if target is triton_kernel_wrapper_mutation or target is triton_kernel_wrapper_functional:
+        check_loaded(inputs.get("kernel_idx"), inputs.get("constant_args_idx"))
+
+
+hook_export_serialization(_on_save, _on_load)

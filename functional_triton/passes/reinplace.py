@@ -284,6 +284,16 @@ def _returns_input_itself(
     return True
 
 
+def _is_tracked_view(node: fx.Node, storages: _Storages) -> bool:
+    """An aten view op whose result's storage the pass tracks."""
+    return (
+        node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and node.target.is_view
+        and node in storages.of_node
+    )
+
+
 def _reads_old_value(
     use: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.Node, int], copies: Sequence[fx.Node]
 ) -> bool:
@@ -292,7 +302,11 @@ def _reads_old_value(
     A use of an input after the graph's own ``copy_`` into it (AOTAutograd's in-graph copy-back,
     absorbed), or of that ``copy_``'s result, reads the new value: the graph returns an input it
     mutated that way (a tensor saved for backward, or the program returning what it wrote).
+    A view op reads nothing: its result is in the same storage class, so its users are among
+    the later uses themselves (Inductor's passes rebuild ``slice(input)`` for a copy-back).
     """
+    if _is_tracked_view(use, storages):
+        return False
     for value in use.all_input_nodes:
         if storages.cls(value) != cls or value in copies:  # a copy_'s result is its new destination
             continue

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -14,6 +16,7 @@ import triton
 import triton.language as tl
 
 import functional_triton as ft
+from functional_triton import portable
 from tests.compile import kernels as k
 
 N = 40
@@ -82,12 +85,16 @@ import functional_triton  # noqa: F401  (the operators must exist before loading
 for name in {names!r}:
     try:
         program = torch.export.load(os.path.join({folder!r}, name + ".pt2")).module()
+    except Exception as e:
+        print(name, "load", type(e).__name__, e)
+        continue
+    try:
         args = torch.load(os.path.join({folder!r}, name + ".in"))
         out = program(*args)
         torch.save((out, args), os.path.join({folder!r}, name + ".out"))
         print(name, "ran")
     except Exception as e:
-        print(name, type(e).__name__, e)
+        print(name, "run", type(e).__name__, e)
 """
 
 
@@ -105,7 +112,61 @@ def _load_elsewhere(folder: Path, names: list[str], paths: list[str]) -> dict[st
     return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in run.stdout.splitlines() if " " in line}
 
 
+def _changing_module(tmp_path: Path) -> tuple[Path, Any]:
+    """A kernel module in tmp_path, imported: the test rewrites it after the export."""
+    changing = tmp_path / "changing_kernels.py"
+    changing.write_text(Path(k.__file__).read_text())
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import changing_kernels
+    finally:
+        sys.path.remove(str(tmp_path))
+    return changing, changing_kernels
+
+
 def test_save_load_in_another_process_finds_kernels_and_names_those_it_cannot(tmp_path: Path) -> None:
+    changing, changing_kernels = _changing_module(tmp_path)
+
+    class Changing(torch.nn.Module):
+        def forward(self, x):
+            ft.wrap_triton(changing_kernels.times_two_inplace)[(3,)](x, N, BLOCK=16)
+            return x + 0
+
+    class Gone(torch.nn.Module):
+        def forward(self, x):
+            out = torch.empty_like(x)
+            ft.wrap_triton(changing_kernels.scale_kernel)[(3,)](x, out, N, 2.0, BLOCK=16)
+            return out
+
+    programs = {
+        "good": (TwoLaunches(), inputs()),
+        "changed": (Changing(), (torch.arange(N, dtype=torch.float32),)),
+        "gone": (Gone(), (torch.arange(N, dtype=torch.float32),)),
+    }
+    for name, (module, args) in programs.items():
+        torch.export.save(torch.export.export(module, args, strict=False), tmp_path / f"{name}.pt2")
+        torch.save(args, tmp_path / f"{name}.in")
+    # After the save: one kernel's body changes, another is renamed.
+    text = changing.read_text()
+    assert "* 2, mask=m)" in text and "def scale_kernel(" in text
+    changing.write_text(
+        text.replace("* 2, mask=m)", "* 4, mask=m)").replace("def scale_kernel(", "def scaled(")
+    )
+
+    said = _load_elsewhere(tmp_path, list(programs), [str(tmp_path)])
+    assert said["good"] == "ran", said
+    out, (x, _) = torch.load(tmp_path / "good.out")
+    want_out, want_x = eager()
+    torch.testing.assert_close(out, want_out, rtol=0, atol=0)
+    torch.testing.assert_close(x, want_x, rtol=0, atol=0)
+    # Named by torch.export.load itself, not when the program first runs.
+    assert said["changed"].startswith("load LookupError "), said
+    assert "kernel 'times_two_inplace' (module changing_kernels) changed since" in said["changed"], said
+    assert said["gone"].startswith("load LookupError "), said
+    assert "kernel 'scale_kernel' cannot be found after torch.export.load" in said["gone"], said
+
+
+def test_save_names_a_kernel_defined_in_a_function(tmp_path: Path) -> None:
     @triton.jit
     def closure_kernel(x_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -116,38 +177,31 @@ def test_save_load_in_another_process_finds_kernels_and_names_those_it_cannot(tm
             ft.wrap_triton(closure_kernel)[(3,)](x, N, BLOCK=16)
             return x + 0
 
-    # A kernel module that changes after the export.
-    changing = tmp_path / "changing_kernels.py"
-    changing.write_text(textwrap.dedent(Path(k.__file__).read_text()))
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import changing_kernels
-    finally:
-        sys.path.remove(str(tmp_path))
+    ep = torch.export.export(Closure(), (torch.arange(N, dtype=torch.float32),), strict=False)
+    x = torch.arange(N, dtype=torch.float32)
+    torch.testing.assert_close(ep.module()(x), torch.arange(N, dtype=torch.float32) + 5, rtol=0, atol=0)
+    with pytest.raises(
+        RuntimeError,
+        match=r"^torch.export.save: kernel '\S*<locals>\.closure_kernel'.*defined inside a function",
+    ):
+        torch.export.save(ep, tmp_path / "closure.pt2")
 
-    class Changing(torch.nn.Module):
-        def forward(self, x):
-            ft.wrap_triton(changing_kernels.times_two_inplace)[(3,)](x, N, BLOCK=16)
-            return x + 0
 
-    programs = {
-        "good": (TwoLaunches(), inputs()),
-        "closure": (Closure(), (torch.arange(N, dtype=torch.float32),)),
-        "changed": (Changing(), (torch.arange(N, dtype=torch.float32),)),
-    }
-    for name, (module, args) in programs.items():
-        torch.export.save(torch.export.export(module, args, strict=False), tmp_path / f"{name}.pt2")
-        torch.save(args, tmp_path / f"{name}.in")
-    changing.write_text(changing.read_text().replace("* 2, mask=m)", "* 4, mask=m)"))
-
-    said = _load_elsewhere(tmp_path, list(programs), [str(tmp_path)])
-    assert said["good"] == "ran", said
-    out, (x, _) = torch.load(tmp_path / "good.out")
-    want_out, want_x = eager()
-    torch.testing.assert_close(out, want_out, rtol=0, atol=0)
-    torch.testing.assert_close(x, want_x, rtol=0, atol=0)
-    assert (
-        said["closure"].startswith("RuntimeError kernel '") and "<locals>.closure_kernel'" in said["closure"]
-    )
-    assert "defined inside a function" in said["closure"]
-    assert "RuntimeError kernel 'times_two_inplace'" in said["changed"] and "changed since" in said["changed"]
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        (["__main__", "k", "0"], "lives in '__main__'"),
+        (["mod", "f.<locals>.k", "0"], "defined inside a function"),
+        (["mod", "<lambda>", "0"], "or is a lambda"),
+    ],
+)
+def test_save_check_names_references_another_process_cannot_import(entry: list[str], reason: str) -> None:
+    ref = json.dumps({"kernel": entry, "grid": None})
+    with pytest.raises(
+        RuntimeError, match=rf"torch.export.save: kernel '{re.escape(entry[1])}'.*{re.escape(reason)}"
+    ):
+        portable.check_savable(ref, "[]")
+    with pytest.raises(RuntimeError, match="process-local index"):
+        portable.check_savable(3, 4)
+    with pytest.raises(RuntimeError, match="no literal form"):
+        portable.check_savable(json.dumps({"kernel": ["m", "k", "0"], "grid": None}), "[('a', <object>)]")
