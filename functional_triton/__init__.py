@@ -2,11 +2,14 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import autograd, dynamo, fake_rules, functionalize, transforms  # noqa: F401  (registers the rules)
+from . import dynamo, registrations  # noqa: F401  (register the rules and Dynamo's variables)
+from ._logging import configure_from_env
 from .functionalize import AnalysisWarning
 from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .kernel import wrap_triton
 from .passes.reinplace import reinplace_compiler
+
+configure_from_env()  # FUNCTIONAL_TRITON_LOGS=debug (README: Logging)
 
 try:
     __version__ = version("functional_triton")

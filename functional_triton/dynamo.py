@@ -60,16 +60,8 @@ import torch
 from .descriptors import descriptor_type, is_descriptor, rebuild
 from .hops import triton_kernel_wrapper_mutation
 from .inductor import register as register_inductor_lowering
-from .kernel import (
-    LaunchSpec,
-    TritonKernel,
-    _BoundLaunch,
-    bind_arguments,
-    make_launch_spec,
-    trace_grid,
-    wrap_triton,
-)
-from .portable import node_indices
+from .kernel import TritonKernel, _BoundLaunch, mutation_node, wrap_triton
+from .launch_spec import LaunchSpec, bind_arguments, make_launch_spec, trace_grid
 
 log = logging.getLogger(__name__)
 
@@ -251,20 +243,8 @@ def _evaluate_grid(values: _Values, grid: Any, bound: dict[str, Any]) -> tuple[A
 
 def _emit(tx: Any, values: _Values, spec: LaunchSpec) -> None:
     register_inductor_lowering()  # before any backend sees the graph (Note [Inductor lowering])
-    grid_fn = spec.grid if callable(spec.grid) else None
-    kernel_idx, constant_args_idx = node_indices(spec.kernel, grid_fn, spec.constants)
-    grid = None if grid_fn is not None else tuple(values.proxy_of(g) for g in spec.grid)  # type: ignore[union-attr]
-    tx.output.create_proxy(
-        "call_function",
-        triton_kernel_wrapper_mutation,
-        (),
-        {
-            "kernel_idx": kernel_idx,
-            "constant_args_idx": constant_args_idx,
-            "grid": grid,
-            "kwargs": {n: values.proxy_of(v) for n, v in spec.tensors.items()},
-        },
-    )
+    node = mutation_node(spec, values.proxy_of)  # the launch path's own node (geometry included)
+    tx.output.create_proxy("call_function", triton_kernel_wrapper_mutation, (), node.as_kwargs())
 
 
 def _launch(tx: Any, wrapper: TritonKernel, grid: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:

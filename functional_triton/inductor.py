@@ -49,8 +49,10 @@ import torch
 from torch import Tensor
 from torch.utils import _pytree as pytree
 
-from .aliasing import in_place_group
-from .hops import functional_dense, functional_outputs, triton_kernel_wrapper_functional
+from .aliasing import ArgLayout, Sharing, functional_outputs
+from .dense import functional_dense
+from .hops import triton_kernel_wrapper_functional
+from .node import FunctionalNode
 
 
 class LoweredNode(NamedTuple):
@@ -75,7 +77,7 @@ def _node_arguments(tensors: Sequence[Tensor | None], symbols: Sequence[Any], sp
 def functional_launch(tensors: list[Tensor | None], symbols: list[int], spec: int) -> list[Tensor]:
     """The functional operator's dense rule on a lowered node (Note [Inductor lowering])."""
     node = _node_arguments(tensors, symbols, spec)
-    outputs = functional_dense(**node)
+    outputs = functional_dense(FunctionalNode(**node))
     return _distinct([outputs[n] for n in node["tensors_to_clone"]])
 
 
@@ -107,7 +109,7 @@ def _functional_launch_fake(tensors: list[Tensor | None], symbols: list[int], sp
 @torch.library.custom_op("functional_triton::functional_launch_", mutates_args=["tensors"])
 def functional_launch_(tensors: list[Tensor], symbols: list[int], spec: int) -> None:
     """A lowered node whose every group is launched in place on ``tensors`` (Note [Inductor lowering])."""
-    functional_dense(**_node_arguments(tensors, symbols, spec))
+    functional_dense(FunctionalNode(**_node_arguments(tensors, symbols, spec)))
 
 
 @functional_launch_.register_fake
@@ -129,13 +131,16 @@ def _in_place_decisions(gm: Any) -> dict[str, dict[str, Any]]:
     for name, node in before.items():
         kw = dict(node.kwargs)
         if name not in after:  # every group in place: the pass made it a launch
-            layouts = {
-                n: ((in_place_group(r[0]), *r[1:]) if r[0] >= 0 else r) for n, r in kw["layouts"].items()
-            }
+            layouts = {n: _launched_in_place(r) for n, r in kw["layouts"].items()}
             decisions[name] = {**kw, "tensors_to_clone": [], "layouts": layouts}
         elif after[name].kwargs["layouts"] != kw["layouts"]:
             decisions[name] = dict(after[name].kwargs)
     return decisions
+
+
+def _launched_in_place(raw: Any) -> Any:
+    layout = ArgLayout.from_tuple(raw)
+    return layout.launched_in_place().as_tuple() if layout.sharing is Sharing.CLONED else raw
 
 
 _decided: weakref.WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()

@@ -19,7 +19,7 @@ from functorch.compile import aot_function, make_boxed_func
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
-from functional_triton.kernel import kernel_info, make_launch_spec
+from functional_triton.launch_spec import kernel_info, make_launch_spec
 from tests import kernels as K
 
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
