@@ -86,15 +86,14 @@ def interpreter_patched_objects() -> list[object]:
     return [obj for obj in found if obj is not None]
 
 
-def _tensor_descriptor_type() -> type | None:
-    # triton 3.6 and 3.9: host-side descriptors (triton.tools.tensor_descriptor.TensorDescriptor). A
-    # descriptor argument becomes `tensordesc<dtype[block]>` in the signature and, in TTIR, the
-    # !tt.tensordesc argument followed by one i32 per dim (shape) and one i64 per dim (strides).
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:
-        return None
-    return TensorDescriptor
+def _tensor_descriptor_type() -> type:
+    # triton 3.6 and 3.9: host-side descriptors (triton.tools.tensor_descriptor.TensorDescriptor, since
+    # triton 3.4). A descriptor argument becomes `tensordesc<dtype[block]>` in the signature and, in
+    # TTIR, the !tt.tensordesc argument followed by one i32 per dim (shape) and one i64 per dim (strides).
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    descriptor: type = TensorDescriptor
+    return descriptor
 
 
 TENSOR_DESCRIPTOR_TYPE: type | None = _tensor_descriptor_type()

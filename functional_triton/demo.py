@@ -91,7 +91,8 @@ def main() -> int:
             h = LeakyReLU.apply(self.fc1(x), self.wrap)
             batch_mean = h.detach().mean(0)  # in place on a buffer, outside autograd
             self.wrap(ema_update)[grid(32)](self.mean_activation, batch_mean, 32, 0.875, BLOCK=BLOCK)
-            return self.fc2(h)
+            out: torch.Tensor = self.fc2(h)
+            return out
 
     torch.manual_seed(0)
     device = torch.device(args.device)

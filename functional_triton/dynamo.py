@@ -65,19 +65,16 @@ from .launch_spec import LaunchSpec, bind_arguments, make_launch_spec, trace_gri
 
 log = logging.getLogger(__name__)
 
-try:  # every symbol below is private; see the module's docstring
-    from torch._dynamo import exc as _exc
-    from torch._dynamo.guards import GuardBuilder, install_guard
-    from torch._dynamo.variables.base import VariableTracker
-    from torch._dynamo.variables.builder import VariableBuilder
-    from torch._dynamo.variables.functions import UserFunctionVariable
+# Every symbol below is private; see the module's docstring (every supported torch has them).
+from torch._dynamo import exc as _exc  # noqa: E402
+from torch._dynamo.guards import GuardBuilder, install_guard  # noqa: E402
+from torch._dynamo.variables.base import VariableTracker  # noqa: E402
+from torch._dynamo.variables.builder import VariableBuilder  # noqa: E402
+from torch._dynamo.variables.functions import UserFunctionVariable  # noqa: E402
 
-    HAS_DYNAMO_HOOKS = hasattr(VariableBuilder, "_type_dispatch_impl") and hasattr(
-        VariableBuilder, "_id_dispatch"
-    )
-except ImportError:  # pragma: no cover - every supported torch has them
-    HAS_DYNAMO_HOOKS = False
-    VariableTracker = UserFunctionVariable = object  # type: ignore[assignment,misc]
+HAS_DYNAMO_HOOKS = hasattr(VariableBuilder, "_type_dispatch_impl") and hasattr(
+    VariableBuilder, "_id_dispatch"
+)
 
 
 class CaptureWarning(UserWarning):
@@ -301,7 +298,7 @@ def _python_kernel(tx: Any, vt: Any) -> Any:
     return None
 
 
-class WrapTritonVariable(UserFunctionVariable):  # type: ignore[misc]
+class WrapTritonVariable(UserFunctionVariable):
     """``functional_triton.wrap_triton`` as Dynamo sees it: a function (hashable, comparable), our call."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -326,7 +323,7 @@ class WrapTritonVariable(UserFunctionVariable):  # type: ignore[misc]
         return KernelVariable(wrapper)
 
 
-class KernelVariable(VariableTracker):  # type: ignore[misc]
+class KernelVariable(VariableTracker):
     """A ``TritonKernel``: ``[grid]`` binds a grid, ``.run(..., grid=)`` launches."""
 
     _nonvar_fields = {"wrapper", *getattr(VariableTracker, "_nonvar_fields", ())}
@@ -357,7 +354,7 @@ class KernelVariable(VariableTracker):  # type: ignore[misc]
         return super().call_method(tx, name, list(args), kwargs)
 
 
-class BoundLaunchVariable(VariableTracker):  # type: ignore[misc]
+class BoundLaunchVariable(VariableTracker):
     """``wrap_triton(k)[grid]``: calling it launches. ``grid`` is a variable or a Python value."""
 
     _nonvar_fields = {"wrapper", "grid_value", *getattr(VariableTracker, "_nonvar_fields", ())}

@@ -205,7 +205,8 @@ def _backward_write_barrier(mode: Any, value: Tensor, arg: str, kernel_name: str
     )
     proxy.node.meta[_PARTITIONER_TAG] = "must_be_in_backward"
     track_tensor_tree(out, proxy, constant=None, tracer=tracer)
-    return out
+    aliased: Tensor = out
+    return aliased
 
 
 def _forward_tensors_written_in_backward(

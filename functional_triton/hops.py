@@ -86,7 +86,7 @@ class TritonKernelWrapperMutation(_TritonKernelWrapper):
     def __init__(self) -> None:
         super().__init__("ft_triton_kernel_wrapper_mutation")
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         kernel_idx: int | str,
@@ -110,7 +110,7 @@ class TritonKernelWrapperFunctional(_TritonKernelWrapper):
     def __init__(self) -> None:
         super().__init__("ft_triton_kernel_wrapper_functional")
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         kernel_idx: int | str,

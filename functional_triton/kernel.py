@@ -194,7 +194,7 @@ class _BoundLaunch:
         kernel, info, grid = self._kernel, self._info, self._grid
         # The common eager case, inlined (this runs on every launch): a tuple of 1 to 3 ints,
         # known keywords, no mode, plain tensors; then exactly what kernel[grid](...) runs.
-        grid_types: tuple[type, ...] = tuple(map(type, grid)) if type(grid) is tuple else ()  # type: ignore[arg-type]
+        grid_types: tuple[type, ...] = tuple(map(type, grid)) if type(grid) is tuple else ()
         kind = classify(args, kwargs)
         if (
             kind is _PLAIN

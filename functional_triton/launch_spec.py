@@ -41,16 +41,10 @@ def _triton_kernel_types() -> tuple[type, ...]:
     if _KERNEL_TYPES:
         return _KERNEL_TYPES
     from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
-    types: list[type] = [JITFunction, Autotuner, Heuristics]
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:  # pragma: no cover - every supported triton has it
-        pass
-    else:
-        types.append(InterpretedFunction)
-    _KERNEL_TYPES = tuple(types)
+    _KERNEL_TYPES = (JITFunction, Autotuner, Heuristics, InterpretedFunction)
     return _KERNEL_TYPES
 
 
@@ -384,7 +378,7 @@ def trace_grid(kernel: Any, grid: GridType, bound: Mapping[str, Any]) -> tuple[t
     would see the graph's tensors, and a write could not be reported against the user's program.
     """
     if not callable(grid):
-        return traced_grid_entries(grid), None  # type: ignore[arg-type]
+        return traced_grid_entries(grid), None
     tensors = _tensors_by_name(bound)
     keys: list[_Key] = []
     grids: list[tuple[Any, ...]] = []

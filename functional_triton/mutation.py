@@ -360,7 +360,8 @@ def _dtype_name(name: str, dtype: torch.dtype) -> str:
     text = str(dtype).removeprefix("torch.")
     if text not in type_canonicalisation_dict:
         raise _Unknown(f"argument '{name}' has dtype {dtype}, which triton does not support")
-    return type_canonicalisation_dict[text]
+    canonical: str = type_canonicalisation_dict[text]
+    return canonical
 
 
 def _freeze(value: object) -> Hashable:
@@ -474,7 +475,7 @@ def _backend() -> tuple[Any, Any, Any]:
     return _BACKEND
 
 
-class _AnalysisJITFunction(JITFunction):  # type: ignore[misc]
+class _AnalysisJITFunction(JITFunction):
     """A JITFunction over a user's python function, built for code generation only.
 
     The code generator is never handed the user's objects (it would memoise hashes on them), and

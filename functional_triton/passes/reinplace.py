@@ -157,7 +157,7 @@ def _absorbed(use: fx.Node, replaced: Mapping[fx.Node, fx.Node], storages: _Stor
     if use.target in _SCATTER_TO_VIEW:
         base, src, *params = use.args
         view_key = (_SCATTER_TO_VIEW[use.target], _value_key(base, replaced), tuple(params))
-        return _value_key(src, replaced) == view_key
+        return bool(_value_key(src, replaced) == view_key)
     if use.target is aten.copy_.default:
         dst, src = use.args[:2]
         if _value_key(dst, replaced) == _value_key(src, replaced):
