@@ -359,3 +359,18 @@ def fake_tensor_mode_type() -> type:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     return FakeTensorMode
+
+
+# torch 2.11 and 2.13: the dispatcher's key enum, the base class of higher-order operators (API.md
+# names it), and the op type whose ``is_view`` says an aten op returns a view of its first argument.
+from torch._C import DispatchKey as DispatchKey  # noqa: E402
+from torch._ops import HigherOrderOperator as HigherOrderOperator  # noqa: E402
+from torch._ops import OpOverload  # noqa: E402
+from torch.utils import _pytree  # noqa: E402
+
+pytree = _pytree  # tree_map, tree_flatten, tree_unflatten
+
+
+def is_view_op(target: Any) -> bool:
+    """Whether an FX node's target is an aten op that returns a view of its first argument."""
+    return isinstance(target, OpOverload) and bool(target.is_view)

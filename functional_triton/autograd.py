@@ -8,7 +8,7 @@ whatever autograd history it had, as in eager.
 
 from __future__ import annotations
 
-from torch._C import DispatchKey
+from ._compat import DispatchKey
 
 _FALLTHROUGH_NAMES = (
     "PythonDispatcher",

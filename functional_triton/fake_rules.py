@@ -10,14 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from torch import Tensor
-from torch._ops import HigherOrderOperator
 from torch.fx.experimental.proxy_tensor import (
     ProxyTorchDispatchMode,
     disable_proxy_modes_tracing,
     track_tensor_tree,
 )
-from torch.utils import _pytree as pytree
 
+from ._compat import HigherOrderOperator, pytree
 from .aliasing import functional_outputs
 from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .node import FunctionalNode, MutationNode

@@ -25,6 +25,7 @@ from ._compat import (
     FunctionalizeContext,
     functionalize_reapplies_views,
     in_backward_pass,
+    is_view_op,
     thread_effect_token,
     threads_effect_tokens,
 )
@@ -179,8 +180,7 @@ def _created_in_forward(node: fx.Node) -> bool:
     """Whether ``node`` (or the tensor it views) was computed by the forward of a joint graph."""
     while (
         node.op == "call_function"
-        and isinstance(node.target, torch._ops.OpOverload)
-        and node.target.is_view
+        and is_view_op(node.target)
         and node.args
         and isinstance(node.args[0], fx.Node)
     ):

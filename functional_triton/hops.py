@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch._C import DispatchKey
-from torch._ops import HigherOrderOperator
 
 from ._compat import (
+    DispatchKey,
+    HigherOrderOperator,
     current_dispatch_mode,
     fx_sees_side_effect,
     has_python_key,

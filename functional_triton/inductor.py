@@ -47,8 +47,8 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-from torch.utils import _pytree as pytree
 
+from ._compat import pytree
 from .aliasing import ArgLayout, Sharing, functional_outputs
 from .dense import functional_dense
 from .hops import triton_kernel_wrapper_functional

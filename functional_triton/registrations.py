@@ -19,11 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from torch._C import DispatchKey
-from torch._ops import HigherOrderOperator
 from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 
-from ._compat import fake_tensor_mode_type
+from ._compat import DispatchKey, HigherOrderOperator, fake_tensor_mode_type
 from .autograd import FALLTHROUGH_KEYS
 from .dense import functional_dense, mutation_dense
 from .fake_rules import functional_fake, functional_proxy, mutation_fake, mutation_proxy

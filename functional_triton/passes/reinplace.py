@@ -67,7 +67,7 @@ from typing import Any, cast
 import torch
 from torch import fx
 
-from .._compat import storage_id
+from .._compat import is_view_op, storage_id
 from ..aliasing import ArgLayout, Sharing, check_untraced_aliasing, rebuild_arguments, write_back
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from ..node import FunctionalNode, MutationNode
@@ -174,8 +174,7 @@ def _view_root(node: Any, replaced: Mapping[fx.Node, fx.Node]) -> Any:
         if not (
             isinstance(node, fx.Node)
             and node.op == "call_function"
-            and isinstance(node.target, torch._ops.OpOverload)
-            and node.target.is_view
+            and is_view_op(node.target)
             and node.args
             and isinstance(node.args[0], fx.Node)
         ):
