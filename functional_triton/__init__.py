@@ -1,4 +1,10 @@
-"""functional_triton: user-written Triton kernels as first-class citizens of AOTAutograd graphs."""
+"""functional_triton: user-written Triton kernels as first-class citizens of AOTAutograd graphs.
+
+Module map, in dispatch order (each imports only from those above it; README: Module map):
+_compat, _logging -> side_table, descriptors, tuples, grid_watch -> launch_spec -> aliasing,
+bounds, portable -> node -> dense -> hops -> fake_rules, functionalize, transforms, autograd ->
+registrations -> kernel (the launch path) -> passes.reinplace, inductor, dynamo.
+"""
 
 from importlib.metadata import PackageNotFoundError, version
 

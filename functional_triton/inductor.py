@@ -53,6 +53,7 @@ from .aliasing import ArgLayout, Sharing, functional_outputs
 from .dense import functional_dense
 from .hops import triton_kernel_wrapper_functional
 from .node import FunctionalNode
+from .passes.reinplace import reinplace
 
 
 class LoweredNode(NamedTuple):
@@ -120,8 +121,6 @@ def _functional_launch_inplace_fake(tensors: list[Tensor], symbols: list[int], s
 def _in_place_decisions(gm: Any) -> dict[str, dict[str, Any]]:
     """functional node name -> its kwargs after ``reinplace`` (on a copy of ``gm``'s graph)."""
     from torch import fx
-
-    from .passes.reinplace import reinplace
 
     graph = fx.Graph()
     graph.graph_copy(gm.graph, {})  # same node names; meta shared (the pass reads it only)

@@ -474,7 +474,7 @@ def _device_error(info: KernelInfo, name: str, t: Tensor) -> str | None:
 # shapes. Such a value is specialised to the int it has for the traced inputs: ``int()`` on it
 # installs a guard in the shape environment (torch.compile recompiles when it fails), and the
 # symbolic value itself is passed to the operator under ``CONSTEXPR_GUARD_PREFIX + name``, so the
-# graph recomputes it from the real sizes whenever it runs; ``hops.launch_raw`` compares it with
+# graph recomputes it from the real sizes whenever it runs; ``dense.launch_raw`` compares it with
 # the specialised value (names listed under ``CONSTEXPR_GUARDS_KEY`` in the constants) and raises
 # a short ValueError when they differ, instead of launching a kernel compiled for other sizes.
 # A data-dependent value (no hint) cannot be specialised and is refused.

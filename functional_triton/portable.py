@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .descriptors import DESCRIPTORS_KEY
 from .side_table import TableIndex, kernel_side_table
 
 _made: dict[str, tuple[Any, ...]] = {}  # reference -> the objects it was made from
@@ -172,7 +173,5 @@ def exported_grid(spec: Any) -> Any:
 
     if not (callable(spec.grid) and torch.compiler.is_exporting()) or spec.info.provided_names:
         return spec.grid
-    from .descriptors import DESCRIPTORS_KEY
-
     meta = {k: v for k, v in {**spec.constants, **spec.tensors}.items() if k != DESCRIPTORS_KEY}
     return tuple(spec.grid(meta))
