@@ -57,6 +57,13 @@ from typing import Any, NoReturn
 
 import torch
 
+# Private (see the module's docstring; every supported torch has them):
+from torch._dynamo import exc as _exc
+from torch._dynamo.guards import GuardBuilder, install_guard
+from torch._dynamo.variables.base import VariableTracker
+from torch._dynamo.variables.builder import VariableBuilder
+from torch._dynamo.variables.functions import UserFunctionVariable
+
 from .descriptors import descriptor_type, is_descriptor, rebuild
 from .hops import triton_kernel_wrapper_mutation
 from .inductor import register as register_inductor_lowering
@@ -64,13 +71,6 @@ from .kernel import TritonKernel, _BoundLaunch, mutation_node, wrap_triton
 from .launch_spec import LaunchSpec, bind_arguments, make_launch_spec, trace_grid
 
 log = logging.getLogger(__name__)
-
-# Every symbol below is private; see the module's docstring (every supported torch has them).
-from torch._dynamo import exc as _exc  # noqa: E402
-from torch._dynamo.guards import GuardBuilder, install_guard  # noqa: E402
-from torch._dynamo.variables.base import VariableTracker  # noqa: E402
-from torch._dynamo.variables.builder import VariableBuilder  # noqa: E402
-from torch._dynamo.variables.functions import UserFunctionVariable  # noqa: E402
 
 HAS_DYNAMO_HOOKS = hasattr(VariableBuilder, "_type_dispatch_impl") and hasattr(
     VariableBuilder, "_id_dispatch"
