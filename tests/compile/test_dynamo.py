@@ -241,5 +241,7 @@ def test_dynamo_node_checks_the_traced_geometry_as_a_make_fx_node_does() -> None
     torch.compile(prog, backend=rec, fullgraph=True)(torch.zeros(16))
     (gm,) = rec.dynamo
     gm(torch.zeros(16))
-    with pytest.raises(ValueError, match=r"argument 'x_ptr' has shape \(32,\), but the graph was traced for \(16,\)"):
+    with pytest.raises(
+        ValueError, match=r"argument 'x_ptr' has shape \(32,\), but the graph was traced for \(16,\)"
+    ):
         gm(torch.zeros(32))
