@@ -41,9 +41,13 @@ TableRef = int | str
 GEOMETRY_KEY = "__functional_triton_geometry__"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class MutationNode:
-    """``triton_kernel_wrapper_mutation(*, kernel_idx, constant_args_idx, grid, kwargs)``."""
+    """``triton_kernel_wrapper_mutation(*, kernel_idx, constant_args_idx, grid, kwargs)``.
+
+    Read-only by convention (``FunctionalNode.replace`` makes a changed copy); not frozen, since
+    every operator call on plain tensors builds one and a frozen dataclass costs several times more.
+    """
 
     kernel_idx: TableRef
     constant_args_idx: TableRef
@@ -68,7 +72,7 @@ class MutationNode:
         return kernel_info(self.plan.kernel).name
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class FunctionalNode(MutationNode):
     """``triton_kernel_wrapper_functional(*, ..., tensors_to_clone, layouts) -> dict[str, Tensor]``."""
 
