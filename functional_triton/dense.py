@@ -14,14 +14,14 @@ from torch import Tensor
 from .aliasing import check_traced_geometry, check_untraced_aliasing, functional_outputs, write_back
 from .bounds import checking_bounds, launch_checked_bounds
 from .launch_spec import GridByConfig, checked_grid_fn
-from .node import FunctionalNode, MutationNode, check_constexpr_guards, kernel_arguments, launch_plan
+from .node import FunctionalNode, MutationNode, check_constexpr_guards, kernel_arguments
 
 
 def launch_raw(node: MutationNode, kwargs: Mapping[str, Any] | None = None) -> None:
     """Launch the node's kernel on real tensors (``kwargs``, default the node's), as ``kernel[grid](...)``."""
     kwargs = node.kwargs if kwargs is None else kwargs
     grid = node.grid
-    plan = launch_plan(node.kernel_idx, node.constant_args_idx)
+    plan = node.plan
     values = {**plan.constants, **kwargs}
     if plan.guarded_names:
         check_constexpr_guards(plan, values)
@@ -46,7 +46,7 @@ def launch_raw(node: MutationNode, kwargs: Mapping[str, Any] | None = None) -> N
 
 def mutation_dense(node: MutationNode) -> None:
     """``launch_raw`` after checking the tensors' sizes and strides (Note [traced geometry])."""
-    for name, geometry in launch_plan(node.kernel_idx, node.constant_args_idx).geometry:
+    for name, geometry in node.plan.geometry:
         t = node.kwargs.get(name)
         if isinstance(t, Tensor):
             check_traced_geometry(name, t, geometry)

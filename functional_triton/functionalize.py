@@ -32,7 +32,7 @@ from ._compat import (
 from .aliasing import ArgLayout, LayoutTuple, Sharing, compute_layouts, geometry_of, surely_no_overlap
 from .hops import KEEP_ALIVE, triton_kernel_wrapper_functional
 from .launch_spec import kernel_info
-from .node import FunctionalNode, MutationNode, kernel_arguments, launch_plan
+from .node import FunctionalNode, MutationNode, kernel_arguments
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def analyze(node: MutationNode) -> Analysis:
     """
     from .mutation import analyze_writes  # at first use: it loads triton's compiler frontend
 
-    plan = launch_plan(node.kernel_idx, node.constant_args_idx)
+    plan = node.plan
     tensor_names = frozenset(n for n, v in node.kwargs.items() if isinstance(v, Tensor))
     info = kernel_info(plan.kernel)
     analysis = analyze_writes(plan.kernel, kernel_arguments(plan, node.kwargs, checked=False))
