@@ -157,6 +157,9 @@ class LaunchKind(enum.Enum):
     TRACED_VALUES = "traced values"  # no mode, but a tensor subclass, a meta tensor or a SymInt
 
 
+_PLAIN, _UNDER_MODE, _TRACED_VALUES = LaunchKind.PLAIN, LaunchKind.UNDER_MODE, LaunchKind.TRACED_VALUES
+
+
 def classify(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> LaunchKind:
     """This runs on every eager launch, so it is only the cheap checks: an active dispatch
     mode (make_fx, FakeTensorMode, FunctionalTensorMode), a functorch transform
@@ -165,10 +168,10 @@ def classify(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> LaunchKind:
     path routes it to the operator (``kernel._is_traced``).
     """
     if dispatch_stack_len() or functorch_interpreter() is not None:
-        return LaunchKind.UNDER_MODE
+        return _UNDER_MODE
     if _plain_values(args) and (not kwargs or _plain_values(kwargs.values())):
-        return LaunchKind.PLAIN
-    return LaunchKind.TRACED_VALUES
+        return _PLAIN
+    return _TRACED_VALUES
 
 
 def is_plain(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
