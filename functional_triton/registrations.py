@@ -30,7 +30,15 @@ from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutati
 from .node import FunctionalNode, MutationNode
 from .transforms import transform_rules
 
-FUNCTIONALIZE = "functionalize"  # the key of a py_functionalize_impl rule
+
+class _FunctionalizeKey:
+    """The table key of a ``py_functionalize_impl`` rule (compared by identity only)."""
+
+    def __repr__(self) -> str:
+        return "FUNCTIONALIZE"
+
+
+FUNCTIONALIZE = _FunctionalizeKey()
 FakeTensorMode = fake_tensor_mode_type()
 
 Rule = Callable[..., Any]
@@ -89,7 +97,7 @@ def register(op: HigherOrderOperator, node_type: type[MutationNode], table: Mapp
     """Register every rule of ``table`` on ``op``, and its fallthrough keys."""
     for key, entry in table.items():
         impl = _adapter(node_type, entry)
-        if key == FUNCTIONALIZE:
+        if key is FUNCTIONALIZE:
             op.py_functionalize_impl(impl)
         else:
             op.py_impl(key)(impl)
