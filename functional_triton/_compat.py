@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import triton
 
@@ -84,15 +86,14 @@ def interpreter_patched_objects() -> list[object]:
     return [obj for obj in found if obj is not None]
 
 
-def _tensor_descriptor_type() -> type | None:
-    # triton 3.6 and 3.9: host-side descriptors (triton.tools.tensor_descriptor.TensorDescriptor). A
-    # descriptor argument becomes `tensordesc<dtype[block]>` in the signature and, in TTIR, the
-    # !tt.tensordesc argument followed by one i32 per dim (shape) and one i64 per dim (strides).
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:
-        return None
-    return TensorDescriptor
+def _tensor_descriptor_type() -> type:
+    # triton 3.6 and 3.9: host-side descriptors (triton.tools.tensor_descriptor.TensorDescriptor, since
+    # triton 3.4). A descriptor argument becomes `tensordesc<dtype[block]>` in the signature and, in
+    # TTIR, the !tt.tensordesc argument followed by one i32 per dim (shape) and one i64 per dim (strides).
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    descriptor: type = TensorDescriptor
+    return descriptor
 
 
 TENSOR_DESCRIPTOR_TYPE: type | None = _tensor_descriptor_type()
@@ -424,3 +425,101 @@ def register_python_codegen(op_name: str, codegen: Any) -> bool:
         return False
     CUSTOM_EXTERN_KERNEL_CODEGEN[op_name] = CustomCodegen(python=codegen)
     return True
+
+
+# --- private torch APIs of the dispatch path, each checked on torch 2.13.0 (and 2.11 on the GPU machine) ---
+# Bound once: the launch path reads the first two on every eager launch.
+
+import torch  # noqa: E402
+
+# torch 2.11 and 2.13: the number of active TorchDispatchModes (make_fx, FakeTensorMode,
+# FunctionalTensorMode); a builtin Dynamo graph-breaks on, so only the (skipped) launch path calls it.
+dispatch_stack_len: Callable[[], int] = torch._C._len_torch_dispatch_stack
+# torch 2.11 and 2.13: the innermost torch.func interpreter (functionalize, vmap, grad), or None.
+functorch_interpreter: Callable[[], Any] = torch._C._functorch.peek_interpreter_stack
+
+
+def has_python_key(t: Any) -> bool:
+    """Whether tensor ``t`` dispatches to the Python key (a subclass). torch 2.11 and 2.13."""
+    return bool(torch._C._dispatch_keys(t).has("Python"))
+
+
+def is_functional_tensor(t: Any) -> bool:
+    """Whether ``t`` is a functionalization wrapper (torch.func.functionalize). torch 2.11 and 2.13."""
+    return bool(torch._is_functional_tensor(t))
+
+
+def storage_id(t: Any) -> int:
+    """An id shared by exactly the tensors that share a storage (functional storages when traced).
+
+    torch 2.11 and 2.13: ``UntypedStorage._cdata``, the address of the C++ storage implementation.
+    """
+    return int(t.untyped_storage()._cdata)
+
+
+def in_backward_pass() -> bool:
+    """Whether autograd's engine is running a backward now. torch 2.13: ``_current_graph_task_id``."""
+    return bool(torch._C._current_graph_task_id() != -1)
+
+
+def functionalize_reapplies_views() -> bool:
+    """C++ functionalization's setting: views kept (``remove="mutations"``) or replaced by copies.
+
+    torch 2.11 and 2.13: ``torch._C._functionalization_reapply_views_tls``.
+    """
+    return bool(torch._C._functionalization_reapply_views_tls())
+
+
+def threads_effect_tokens(mode: Any) -> bool:
+    """Whether a functionalization mode threads effect tokens (FunctionalTensorMode: ``_tokens``)."""
+    return hasattr(mode, "_tokens")
+
+
+def thread_effect_token(mode: Any, op: Any, args: tuple[Any, ...]) -> None:
+    """Call the ordered-effect ``op`` through ``mode``'s effect tokens, as AOTAutograd records effects.
+
+    torch 2.11 and 2.13: ``torch._higher_order_ops.effects.handle_effects(allow_token_discovery,
+    tokens, op, args, kwargs)`` with ``FunctionalTensorMode._allow_token_discovery`` / ``._tokens``.
+    """
+    from torch._higher_order_ops.effects import handle_effects
+
+    handle_effects(mode._allow_token_discovery, mode._tokens, op, args, {})
+
+
+class FunctionalizeContext(Protocol):
+    """What a ``py_functionalize_impl`` rule is handed (torch's ``BaseFunctionalizeAPI``).
+
+    torch 2.11 and 2.13: ``torch._subclasses.functional_tensor`` ``PythonFunctionalizeAPI`` (AOTAutograd;
+    its ``mode`` is the FunctionalTensorMode), ``CppFunctionalizeAPI`` and ``FunctorchFunctionalizeAPI``
+    (torch.func.functionalize; its ``interpreter``). ``mode`` and ``interpreter`` are read with getattr.
+    """
+
+    def wrap_tensors(self, args: Any) -> Any: ...
+    def unwrap_tensors(self, args: Any) -> Any: ...
+    def redispatch_to_next(self) -> AbstractContextManager[Any]: ...
+    def replace(self, input_tensor: Any, output_tensor: Any) -> None: ...
+    def commit_update(self, tensor: Any) -> None: ...
+    def sync(self, tensor: Any) -> None: ...
+    def mark_mutation_hidden_from_autograd(self, tensor: Any) -> None: ...
+
+
+def fake_tensor_mode_type() -> type:
+    """torch 2.11 and 2.13: ``torch._subclasses.fake_tensor.FakeTensorMode``."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode
+
+
+# torch 2.11 and 2.13: the dispatcher's key enum, the base class of higher-order operators (API.md
+# names it), and the op type whose ``is_view`` says an aten op returns a view of its first argument.
+from torch._C import DispatchKey as DispatchKey  # noqa: E402
+from torch._ops import HigherOrderOperator as HigherOrderOperator  # noqa: E402
+from torch._ops import OpOverload  # noqa: E402
+from torch.utils import _pytree  # noqa: E402
+
+pytree = _pytree  # tree_map, tree_flatten, tree_unflatten
+
+
+def is_view_op(target: Any) -> bool:
+    """Whether an FX node's target is an aten op that returns a view of its first argument."""
+    return isinstance(target, OpOverload) and bool(target.is_view)

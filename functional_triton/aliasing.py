@@ -47,12 +47,15 @@ was not traced for, and raises instead of launching with stale sizes.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from ._compat import storage_id
 
 IntLike = int | torch.SymInt
 # How a layout travels inside an FX node: (group, sizes, strides, storage_offset).
@@ -63,14 +66,40 @@ _ALIGN_BYTES = 16
 PAD_BYTES = 4096
 
 
+class Sharing(enum.Enum):
+    """What a layout's group id says about its argument (the id's encoding: ``sharing_of``)."""
+
+    LONE = "lone"  # id -1: shares no storage with a written argument; re-strided if need be
+    CLONED = "cloned"  # id >= 0: in a written group the functional operator copies
+    IN_PLACE = "in place"  # id <= -2: in a written group launched on the arguments themselves
+
+
+LONE_GROUP = -1
+
+
+def sharing_of(group: int) -> Sharing:
+    """The state a layout's group id encodes (Note [alias groups], Note [reinplacing])."""
+    if group >= 0:
+        return Sharing.CLONED
+    return Sharing.LONE if group == LONE_GROUP else Sharing.IN_PLACE
+
+
 @dataclasses.dataclass(frozen=True)
 class ArgLayout:
-    """Geometry of one tensor argument, and the alias group it belongs to (-1: none)."""
+    """Geometry of one tensor argument, and the alias group it belongs to (``sharing``)."""
 
-    group: int
+    group: int  # the group's id as the node holds it; ``sharing`` names its state
     size: tuple[IntLike, ...]
     stride: tuple[IntLike, ...]
     storage_offset: IntLike
+
+    @property
+    def sharing(self) -> Sharing:
+        return sharing_of(self.group)
+
+    def launched_in_place(self) -> ArgLayout:
+        """This cloned member's layout once its group is launched in place (``in_place_group``)."""
+        return dataclasses.replace(self, group=in_place_group(self.group))
 
     def as_tuple(self) -> LayoutTuple:
         return (self.group, self.size, self.stride, self.storage_offset)
@@ -83,7 +112,7 @@ class ArgLayout:
 
 def storage_key(t: Tensor) -> int:
     """An id shared by exactly the tensors that share storage (functional storage when traced)."""
-    return int(t.untyped_storage()._cdata)
+    return storage_id(t)
 
 
 Geometry = tuple[tuple[IntLike, ...], tuple[IntLike, ...], IntLike]  # sizes, strides, storage offset
@@ -160,7 +189,7 @@ def compute_layouts(
             group_of[n] = gid
         if values is not None and len(names) > 1:
             geometry.update(_group_geometry(names, tensors, seen, values))
-    return {name: ArgLayout(group_of.get(name, -1), *geometry[name]).as_tuple() for name in tensors}
+    return {name: ArgLayout(group_of.get(name, LONE_GROUP), *geometry[name]).as_tuple() for name in tensors}
 
 
 def _extent(size: Sequence[IntLike], stride: Sequence[IntLike]) -> IntLike:
@@ -273,7 +302,7 @@ def check_untraced_aliasing(kwargs: Mapping[str, Any], layouts: Mapping[str, Seq
         return  # the common case: every argument in a storage of its own
     for i, (name_a, group_a, a, storage_a) in enumerate(members):
         for name_b, group_b, b, storage_b in members[i + 1 :]:
-            if storage_a != storage_b or group_a == group_b or group_a == group_b == -1:
+            if storage_a != storage_b or group_a == group_b:
                 continue
             if _overlap(a, b):
                 raise ValueError(
@@ -385,7 +414,7 @@ def in_place_group(group: int) -> int:
     """The layout group id of a cloned group ``group`` that a reinplaced launch writes in place.
 
     Note [reinplacing]: group ids >= 0 are cloned, -1 is a lone read-only argument, and
-    ids <= -2 are groups launched on the arguments themselves. Their strides are checked
+    ids <= -2 are groups launched on the arguments themselves (``Sharing``). Their strides are checked
     when the graph runs, since a fake tensor's strides can differ from the real one's
     (an op on a non-dense input): a group that does not match is rebuilt like a cloned
     one and ``write_back`` copies the written members back after the launch.
@@ -422,13 +451,13 @@ def _rebuild_arguments(
     for name, raw in layouts.items():
         lay = ArgLayout.from_tuple(raw)
         check_size(name, kwargs[name], lay)
-        if lay.group == -1:
+        if lay.sharing is Sharing.LONE:
             new_kwargs[name] = _restride(kwargs[name], lay)
         else:
             groups.setdefault(lay.group, []).append(name)
     for group, names in groups.items():
         members = [(kwargs[n], ArgLayout.from_tuple(layouts[n])) for n in names]
-        if group <= -2 and all(_strides_match(t, lay) for t, lay in members):
+        if sharing_of(group) is Sharing.IN_PLACE and all(_strides_match(t, lay) for t, lay in members):
             continue
         fill = fills.get(group) if fills is not None else None
         for name, view in zip(names, _group_views(members, fill)):
@@ -442,8 +471,20 @@ def write_back(
     """After a launch: copy members of in-place groups that had to be rebuilt back into the originals."""
     if launched is kwargs:  # every replayed in-place launch whose arguments have the traced geometry
         return
-    rebuilt = [n for n, raw in layouts.items() if raw[0] <= -2 and launched[n] is not kwargs[n]]
+    rebuilt = [
+        n
+        for n, raw in layouts.items()
+        if sharing_of(raw[0]) is Sharing.IN_PLACE and launched[n] is not kwargs[n]
+    ]
     if rebuilt:
-        with torch.no_grad():
+        with torch.no_grad():  # only around copies: a decorator would cost every launch node
             for name in rebuilt:
                 copy_into(kwargs[name], launched[name])
+
+
+def functional_outputs(
+    kwargs: Mapping[str, Any], tensors_to_clone: Sequence[str], layouts: Mapping[str, Sequence[Any]]
+) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """The rebuilt kernel arguments (Note [alias groups]) and the written ones by name."""
+    new_kwargs = rebuild_arguments(kwargs, layouts)
+    return new_kwargs, {name: new_kwargs[name] for name in tensors_to_clone}

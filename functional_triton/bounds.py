@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .aliasing import byte_offsets, rebuild_arguments
+from .aliasing import Sharing, byte_offsets, rebuild_arguments, sharing_of
 
 ENV_VAR = "FUNCTIONAL_TRITON_CHECK_BOUNDS"
 SENTINELS = (0xA5, 0x5A)
@@ -104,11 +104,11 @@ def launch_checked_bounds(
     """
     names_of: dict[int, list[str]] = {}
     for name, raw in layouts.items():
-        if raw[0] >= 0:
+        if sharing_of(raw[0]) is Sharing.CLONED:
             names_of.setdefault(raw[0], []).append(name)
     base = dict.fromkeys(names_of, SENTINELS[0])
     first = _run(launch, kernel_name, kwargs, layouts, base, names_of)
-    if any(raw[0] <= -2 for raw in layouts.values()):
+    if any(sharing_of(raw[0]) is Sharing.IN_PLACE for raw in layouts.values()):
         return first  # some group was written in place: the launch cannot be repeated
     for group, names in names_of.items():
         again = _run(launch, kernel_name, kwargs, layouts, {**base, group: SENTINELS[1]}, names_of)

@@ -12,6 +12,7 @@ import argparse
 import copy
 import os
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -23,16 +24,10 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def main() -> int:
-    args = _parse()
-    if args.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-    import torch
+def _kernels() -> types.SimpleNamespace:
+    """The demo's three kernels (triton is imported here: after TRITON_INTERPRET is set)."""
     import triton
     import triton.language as tl
-    from functorch.compile import aot_module, make_boxed_func
-
-    import functional_triton as ft
 
     @triton.jit
     def leaky_relu_fwd(x_ptr, out_ptr, n, slope, BLOCK: tl.constexpr):
@@ -56,6 +51,17 @@ def main() -> int:
         avg = tl.load(avg_ptr + offs, mask=m)
         tl.store(avg_ptr + offs, avg * momentum + tl.load(x_ptr + offs, mask=m) * (1 - momentum), mask=m)
 
+    return types.SimpleNamespace(
+        leaky_relu_fwd=leaky_relu_fwd, leaky_relu_bwd=leaky_relu_bwd, ema_update=ema_update
+    )
+
+
+def _net_class() -> type:
+    """A module whose forward and backward launch the kernels through ``self.wrap``."""
+    import torch
+    import triton
+
+    k = _kernels()
     BLOCK = 64
     Wrap = Callable[[Any], Any]
 
@@ -66,7 +72,7 @@ def main() -> int:
         @staticmethod
         def forward(ctx: Any, x: torch.Tensor, wrap: Wrap) -> torch.Tensor:
             out = torch.empty_like(x)
-            wrap(leaky_relu_fwd)[grid(x.numel())](x, out, x.numel(), 0.125, BLOCK=BLOCK)
+            wrap(k.leaky_relu_fwd)[grid(x.numel())](x, out, x.numel(), 0.125, BLOCK=BLOCK)
             ctx.save_for_backward(x)
             ctx.wrap = wrap
             return out
@@ -76,7 +82,7 @@ def main() -> int:
             (x,) = ctx.saved_tensors
             grad_out = grad_out.contiguous()
             grad_in = torch.empty_like(x)
-            ctx.wrap(leaky_relu_bwd)[grid(x.numel())](x, grad_out, grad_in, x.numel(), 0.125, BLOCK=BLOCK)
+            ctx.wrap(k.leaky_relu_bwd)[grid(x.numel())](x, grad_out, grad_in, x.numel(), 0.125, BLOCK=BLOCK)
             return grad_in, None
 
     class Net(torch.nn.Module):
@@ -90,12 +96,34 @@ def main() -> int:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             h = LeakyReLU.apply(self.fc1(x), self.wrap)
             batch_mean = h.detach().mean(0)  # in place on a buffer, outside autograd
-            self.wrap(ema_update)[grid(32)](self.mean_activation, batch_mean, 32, 0.875, BLOCK=BLOCK)
-            return self.fc2(h)
+            self.wrap(k.ema_update)[grid(32)](self.mean_activation, batch_mean, 32, 0.875, BLOCK=BLOCK)
+            out: torch.Tensor = self.fc2(h)
+            return out
+
+    return Net
+
+
+def _same(eager: Any, traced: Any, loss: Any, eager_loss: Any) -> bool:
+    import torch
+
+    return torch.equal(loss.detach(), eager_loss) and all(
+        torch.equal(a, b)
+        for a, b in zip([*eager.parameters(), *eager.buffers()], [*traced.parameters(), *traced.buffers()])
+    )
+
+
+def main() -> int:
+    args = _parse()
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    from functorch.compile import aot_module, make_boxed_func
+
+    import functional_triton as ft
 
     torch.manual_seed(0)
     device = torch.device(args.device)
-    eager = Net(lambda k: k).to(device)  # raw kernel[grid](...) launches
+    eager = _net_class()(lambda k: k).to(device)  # raw kernel[grid](...) launches
     traced_net = copy.deepcopy(eager)
     traced_net.wrap = ft.wrap_triton
     graphs: list[str] = []
@@ -119,13 +147,7 @@ def main() -> int:
                 eager_loss = loss.detach()
         if step == 0:
             print("functionalized forward graph:\n" + graphs[0])
-        same = torch.equal(loss.detach(), eager_loss) and all(
-            torch.equal(a, b)
-            for a, b in zip(
-                [*eager.parameters(), *eager.buffers()],
-                [*traced_net.parameters(), *traced_net.buffers()],
-            )
-        )
+        same = _same(eager, traced_net, loss, eager_loss)
         print(f"step {step}: loss {loss.item():.6f}  parameters and buffer equal to eager: {same}")
         if not same:
             print("MISMATCH with eager", file=sys.stderr)

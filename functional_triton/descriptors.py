@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from ._compat import TENSOR_DESCRIPTOR_TYPE
+
 # Reserved key of the constants dict that holds {argument name: descriptor metadata}.
 DESCRIPTORS_KEY = "__functional_triton_descriptors__"
 
@@ -21,11 +23,8 @@ DescriptorMeta = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], str, b
 
 
 def descriptor_type() -> type | None:
-    try:  # triton>=3.4: host-side tensor descriptors
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:  # pragma: no cover
-        return None
-    return TensorDescriptor
+    """triton's host-side ``TensorDescriptor`` (``_compat.TENSOR_DESCRIPTOR_TYPE``)."""
+    return TENSOR_DESCRIPTOR_TYPE
 
 
 def is_descriptor(value: object) -> bool:

@@ -57,35 +57,24 @@ from typing import Any, NoReturn
 
 import torch
 
+# Private (see the module's docstring; every supported torch has them):
+from torch._dynamo import exc as _exc
+from torch._dynamo.guards import GuardBuilder, install_guard
+from torch._dynamo.variables.base import VariableTracker
+from torch._dynamo.variables.builder import VariableBuilder
+from torch._dynamo.variables.functions import UserFunctionVariable
+
 from .descriptors import descriptor_type, is_descriptor, rebuild
 from .hops import triton_kernel_wrapper_mutation
 from .inductor import register as register_inductor_lowering
-from .kernel import (
-    LaunchSpec,
-    TritonKernel,
-    _BoundLaunch,
-    bind_arguments,
-    make_launch_spec,
-    trace_grid,
-    wrap_triton,
-)
-from .portable import node_indices
+from .kernel import TritonKernel, _BoundLaunch, mutation_node, wrap_triton
+from .launch_spec import LaunchSpec, bind_arguments, make_launch_spec, trace_grid
 
 log = logging.getLogger(__name__)
 
-try:  # every symbol below is private; see the module's docstring
-    from torch._dynamo import exc as _exc
-    from torch._dynamo.guards import GuardBuilder, install_guard
-    from torch._dynamo.variables.base import VariableTracker
-    from torch._dynamo.variables.builder import VariableBuilder
-    from torch._dynamo.variables.functions import UserFunctionVariable
-
-    HAS_DYNAMO_HOOKS = hasattr(VariableBuilder, "_type_dispatch_impl") and hasattr(
-        VariableBuilder, "_id_dispatch"
-    )
-except ImportError:  # pragma: no cover - every supported torch has them
-    HAS_DYNAMO_HOOKS = False
-    VariableTracker = UserFunctionVariable = object  # type: ignore[assignment,misc]
+HAS_DYNAMO_HOOKS = hasattr(VariableBuilder, "_type_dispatch_impl") and hasattr(
+    VariableBuilder, "_id_dispatch"
+)
 
 
 class CaptureWarning(UserWarning):
@@ -251,20 +240,8 @@ def _evaluate_grid(values: _Values, grid: Any, bound: dict[str, Any]) -> tuple[A
 
 def _emit(tx: Any, values: _Values, spec: LaunchSpec) -> None:
     register_inductor_lowering()  # before any backend sees the graph (Note [Inductor lowering])
-    grid_fn = spec.grid if callable(spec.grid) else None
-    kernel_idx, constant_args_idx = node_indices(spec.kernel, grid_fn, spec.constants)
-    grid = None if grid_fn is not None else tuple(values.proxy_of(g) for g in spec.grid)  # type: ignore[union-attr]
-    tx.output.create_proxy(
-        "call_function",
-        triton_kernel_wrapper_mutation,
-        (),
-        {
-            "kernel_idx": kernel_idx,
-            "constant_args_idx": constant_args_idx,
-            "grid": grid,
-            "kwargs": {n: values.proxy_of(v) for n, v in spec.tensors.items()},
-        },
-    )
+    node = mutation_node(spec, values.proxy_of)  # the launch path's own node (geometry included)
+    tx.output.create_proxy("call_function", triton_kernel_wrapper_mutation, (), node.as_kwargs())
 
 
 def _launch(tx: Any, wrapper: TritonKernel, grid: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
@@ -321,7 +298,7 @@ def _python_kernel(tx: Any, vt: Any) -> Any:
     return None
 
 
-class WrapTritonVariable(UserFunctionVariable):  # type: ignore[misc]
+class WrapTritonVariable(UserFunctionVariable):
     """``functional_triton.wrap_triton`` as Dynamo sees it: a function (hashable, comparable), our call."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -346,7 +323,7 @@ class WrapTritonVariable(UserFunctionVariable):  # type: ignore[misc]
         return KernelVariable(wrapper)
 
 
-class KernelVariable(VariableTracker):  # type: ignore[misc]
+class KernelVariable(VariableTracker):
     """A ``TritonKernel``: ``[grid]`` binds a grid, ``.run(..., grid=)`` launches."""
 
     _nonvar_fields = {"wrapper", *getattr(VariableTracker, "_nonvar_fields", ())}
@@ -377,7 +354,7 @@ class KernelVariable(VariableTracker):  # type: ignore[misc]
         return super().call_method(tx, name, list(args), kwargs)
 
 
-class BoundLaunchVariable(VariableTracker):  # type: ignore[misc]
+class BoundLaunchVariable(VariableTracker):
     """``wrap_triton(k)[grid]``: calling it launches. ``grid`` is a variable or a Python value."""
 
     _nonvar_fields = {"wrapper", "grid_value", *getattr(VariableTracker, "_nonvar_fields", ())}

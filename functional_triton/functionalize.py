@@ -6,6 +6,7 @@ cloned once and rebuilt, so that aliasing arguments see each other's writes.
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 import weakref
@@ -20,15 +21,20 @@ from torch.fx.experimental.proxy_tensor import (
     track_tensor_tree,
 )
 
-from .aliasing import compute_layouts, geometry_of, surely_no_overlap
-from .hops import (
-    KEEP_ALIVE,
-    kernel_arguments,
-    launch_plan,
-    triton_kernel_wrapper_functional,
-    triton_kernel_wrapper_mutation,
+from ._compat import (
+    FunctionalizeContext,
+    functionalize_reapplies_views,
+    in_backward_pass,
+    is_view_op,
+    thread_effect_token,
+    threads_effect_tokens,
 )
-from .kernel import kernel_info
+from .aliasing import ArgLayout, LayoutTuple, Sharing, compute_layouts, geometry_of, surely_no_overlap
+from .hops import KEEP_ALIVE, triton_kernel_wrapper_functional
+from .launch_spec import kernel_info
+from .node import FunctionalNode, MutationNode, kernel_arguments
+
+log = logging.getLogger(__name__)
 
 
 class AnalysisWarning(UserWarning):
@@ -59,11 +65,6 @@ def _warn_once(fn: Any, name: str, reason: str, outside: bool = False) -> None:
     )
 
 
-def written_names(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) -> frozenset[str]:
-    """The tensor arguments the kernel may write; all of them (with a warning) if unsure."""
-    return analyze(kernel_idx, constant_args_idx, kwargs).written
-
-
 class Analysis(NamedTuple):
     """What functionalization needs to know about one launch."""
 
@@ -72,22 +73,19 @@ class Analysis(NamedTuple):
     keep: bool  # the kernel may have effects beyond its outputs (Note [keep alive])
 
 
-def analyze(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) -> Analysis:
+def analyze(node: MutationNode) -> Analysis:
     """The launch's writes; every tensor argument (with one warning per kernel) if unsure.
 
     A kernel with effects its outputs do not carry that provably writes none of its
     arguments still counts every tensor argument as written, so that its node has
     outputs to keep alive.
     """
-    plan = launch_plan(kernel_idx, constant_args_idx)
-    tensor_names = frozenset(n for n, v in kwargs.items() if isinstance(v, Tensor))
+    from .mutation import analyze_writes  # at first use: it loads triton's compiler frontend
+
+    plan = node.plan
+    tensor_names = frozenset(n for n, v in node.kwargs.items() if isinstance(v, Tensor))
     info = kernel_info(plan.kernel)
-    try:
-        from .mutation import analyze_writes
-    except ImportError:
-        _warn_once(info.fn, info.name, "mutation analysis is not available")
-        return Analysis(tensor_names, False, True)
-    analysis = analyze_writes(plan.kernel, kernel_arguments(plan, kwargs, checked=False))
+    analysis = analyze_writes(plan.kernel, kernel_arguments(plan, node.kwargs, checked=False))
     if analysis.written_names is None:
         _warn_once(info.fn, info.name, analysis.reason or "unknown reason", analysis.writes_outside_arguments)
         return Analysis(tensor_names, False, True)
@@ -97,37 +95,36 @@ def analyze(kernel_idx: int, constant_args_idx: int, kwargs: Mapping[str, Any]) 
     return Analysis(written, True, analysis.opaque_side_effects)
 
 
-def keep_node_alive(ctx: Any, outputs: Mapping[str, Tensor]) -> None:
+def keep_node_alive(ctx: FunctionalizeContext, outputs: Mapping[str, Tensor]) -> None:
     """Record an effectful use of a functional node's outputs (Note [keep alive])."""
     values = list(outputs.values())
     if not values:
         return  # a kernel without tensor arguments: nothing to hang it on
     mode = getattr(ctx, "mode", None)
-    if mode is not None and hasattr(mode, "_tokens"):  # FunctionalTensorMode: thread a token
-        from torch._higher_order_ops.effects import handle_effects
-
-        handle_effects(mode._allow_token_discovery, mode._tokens, KEEP_ALIVE, (ctx.wrap_tensors(values),), {})
+    if mode is not None and threads_effect_tokens(mode):  # FunctionalTensorMode: thread a token
+        thread_effect_token(mode, KEEP_ALIVE, (ctx.wrap_tensors(values),))
         return
     with ctx.redispatch_to_next():
         KEEP_ALIVE(values)
 
 
-def views_are_copies(ctx: Any) -> bool:
+def views_are_copies(ctx: FunctionalizeContext) -> bool:
     """True under ``functionalize(remove="mutations_and_views")``: views arrive as copies."""
     interpreter = getattr(ctx, "interpreter", None)
     if interpreter is not None:  # torch.func.functionalize
         return not interpreter.functionalize_add_back_views()
     if type(ctx).__name__ == "CppFunctionalizeAPI":
-        return not torch._C._functionalization_reapply_views_tls()
+        return not functionalize_reapplies_views()
     return False  # FunctionalTensorMode (AOTAutograd) always keeps views
 
 
-def check_aliasing_supported(tensors: Mapping[str, Tensor], layouts: Mapping[str, Sequence[Any]]) -> None:
+def check_aliasing_supported(tensors: Mapping[str, Tensor], layouts: Mapping[str, LayoutTuple]) -> None:
     """Refuse distinct aliasing arguments when views are copies: their true geometry is gone."""
     by_group: dict[int, list[str]] = {}
-    for name, layout in layouts.items():
-        if layout[0] >= 0:
-            by_group.setdefault(layout[0], []).append(name)
+    for name, raw in layouts.items():
+        layout = ArgLayout.from_tuple(raw)
+        if layout.sharing is Sharing.CLONED:
+            by_group.setdefault(layout.group, []).append(name)
     for names in by_group.values():
         distinct = {id(tensors[n]) for n in names}
         if len(distinct) > 1:
@@ -183,8 +180,7 @@ def _created_in_forward(node: fx.Node) -> bool:
     """Whether ``node`` (or the tensor it views) was computed by the forward of a joint graph."""
     while (
         node.op == "call_function"
-        and isinstance(node.target, torch._ops.OpOverload)
-        and node.target.is_view
+        and is_view_op(node.target)
         and node.args
         and isinstance(node.args[0], fx.Node)
     ):
@@ -209,7 +205,8 @@ def _backward_write_barrier(mode: Any, value: Tensor, arg: str, kernel_name: str
     )
     proxy.node.meta[_PARTITIONER_TAG] = "must_be_in_backward"
     track_tensor_tree(out, proxy, constant=None, tracer=tracer)
-    return out
+    aliased: Tensor = out
+    return aliased
 
 
 def _forward_tensors_written_in_backward(
@@ -219,7 +216,7 @@ def _forward_tensors_written_in_backward(
 
     Empty outside a backward pass (Note [backward writes to forward tensors]).
     """
-    if torch._C._current_graph_task_id() == -1:
+    if not in_backward_pass():
         return None, set()
     mode = get_proxy_mode()
     if mode is None:
@@ -232,16 +229,10 @@ def _forward_tensors_written_in_backward(
     return mode, found
 
 
-@triton_kernel_wrapper_mutation.py_functionalize_impl
-def mutation_functionalize(
-    ctx: Any,
-    *,
-    kernel_idx: int,
-    constant_args_idx: int,
-    grid: Sequence[Any] | None,
-    kwargs: dict[str, Any],
-) -> None:
-    written, exact, keep = analyze(kernel_idx, constant_args_idx, kwargs)
+def mutation_functionalize(ctx: FunctionalizeContext, node: MutationNode) -> None:
+    """A mutation call becomes a functional call, and every written original is updated."""
+    kwargs = node.kwargs
+    written, exact, keep = analyze(node)
     tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
     # Before unwrapping: that syncs pending writes through aliases, which may re-stride a
     # tensor after the program read its strides (see compute_layouts).
@@ -252,24 +243,49 @@ def mutation_functionalize(
     if copies:
         check_aliasing_supported(tensors, layouts)
     to_clone = [n for n in kwargs if n in written]
+    functional = FunctionalNode(
+        node.kernel_idx, node.constant_args_idx, node.grid, unwrapped, to_clone, layouts
+    )
+    _log_groups(functional)
     mode, barred = _forward_tensors_written_in_backward(unwrapped, to_clone) if exact else (None, set())
     with ctx.redispatch_to_next():
-        outputs = triton_kernel_wrapper_functional(
-            kernel_idx=kernel_idx,
-            constant_args_idx=constant_args_idx,
-            grid=grid,
-            kwargs=unwrapped,
-            tensors_to_clone=to_clone,
-            layouts=layouts,
-        )
+        outputs = triton_kernel_wrapper_functional(**functional.as_kwargs())
         if barred:  # Note [backward writes to forward tensors]
-            kernel_name = kernel_info(launch_plan(kernel_idx, constant_args_idx).kernel).name
+            kernel_name = functional.kernel_name
             outputs = {
                 n: _backward_write_barrier(mode, v, n, kernel_name) if n in barred else v
                 for n, v in outputs.items()
             }
     if keep:
         keep_node_alive(ctx, outputs)
+    _commit_writes(ctx, kwargs, unwrapped, outputs, to_clone, seen)
+
+
+def _log_groups(node: FunctionalNode) -> None:
+    """Debug: which alias groups the functional node clones (Note [alias groups])."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    groups: dict[int, list[str]] = {}
+    for name, layout in node.arg_layouts().items():
+        if layout.sharing is Sharing.CLONED:
+            groups.setdefault(layout.group, []).append(name)
+    log.debug(
+        "%s: functional node clones %s (writes %s)",
+        node.kernel_name,
+        ", ".join(f"group {g} {names}" for g, names in groups.items()) or "no group",
+        list(node.tensors_to_clone),
+    )
+
+
+def _commit_writes(
+    ctx: FunctionalizeContext,
+    kwargs: Mapping[str, Any],
+    unwrapped: Mapping[str, Any],
+    outputs: Mapping[str, Tensor],
+    to_clone: Sequence[str],
+    seen: Mapping[str, Any],
+) -> None:
+    """Replace every written original with its new value, and sync its aliases."""
     done: set[int] = set()
     for name in to_clone:
         original = kwargs[name]
@@ -321,7 +337,7 @@ def broadcast_dims(size: Sequence[Any], stride: Sequence[Any]) -> list[int]:
 
 
 def _broadcast_write(
-    ctx: Any, name: str, original: Tensor, inner: Tensor, new: Tensor
+    ctx: FunctionalizeContext, name: str, original: Tensor, inner: Tensor, new: Tensor
 ) -> tuple[Tensor, Tensor]:
     """What to replace, and with what, for a written broadcast view (Note [written broadcast views])."""
     aot = getattr(ctx, "mode", None) is not None  # FunctionalTensorMode: tensors know their base
@@ -358,25 +374,10 @@ def _broadcast_write(
     return base, value
 
 
-@triton_kernel_wrapper_functional.py_functionalize_impl
-def functional_functionalize(
-    ctx: Any,
-    *,
-    kernel_idx: int,
-    constant_args_idx: int,
-    grid: Sequence[Any] | None,
-    kwargs: dict[str, Any],
-    tensors_to_clone: Sequence[str],
-    layouts: Mapping[str, Sequence[Any]],
-) -> dict[str, Tensor]:
-    unwrapped = ctx.unwrap_tensors(kwargs)
+def functional_functionalize(ctx: FunctionalizeContext, node: FunctionalNode) -> dict[str, Tensor]:
+    """A functional call (a graph traced again): the same call on the unwrapped tensors."""
+    unwrapped = ctx.unwrap_tensors(node.kwargs)
     with ctx.redispatch_to_next():
-        outputs = triton_kernel_wrapper_functional(
-            kernel_idx=kernel_idx,
-            constant_args_idx=constant_args_idx,
-            grid=grid,
-            kwargs=unwrapped,
-            tensors_to_clone=tensors_to_clone,
-            layouts=layouts,
-        )
-    return ctx.wrap_tensors(outputs)  # type: ignore[no-any-return]
+        outputs = triton_kernel_wrapper_functional(**node.replace(kwargs=unwrapped).as_kwargs())
+    wrapped: dict[str, Tensor] = ctx.wrap_tensors(outputs)
+    return wrapped

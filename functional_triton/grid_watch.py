@@ -16,17 +16,17 @@ from typing import Any
 
 from torch import Tensor
 
-from ._compat import TorchDispatchMode
+from ._compat import TorchDispatchMode, storage_id
 
 
 def _storage_id(t: Tensor) -> int | None:
     try:
-        return int(t.untyped_storage()._cdata)
+        return storage_id(t)
     except Exception:  # no storage (sparse, some subclasses): compared by identity only
         return None
 
 
-class GridWatch(TorchDispatchMode):  # type: ignore[misc, valid-type]
+class GridWatch(TorchDispatchMode):
     """Records the kernel arguments a grid callable writes."""
 
     def __init__(self, tensors: Mapping[str, Tensor]) -> None:

@@ -21,7 +21,7 @@ by node name:
 - a node whose every group may be written in place is lowered to
   ``functional_triton::functional_launch_``, which mutates its tensor arguments (Inductor
   orders every later use after it) and runs the dense rule with the groups marked in place
-  (``in_place_group``: run-time size and stride checks and write-back included); the
+  (``ArgLayout.launched_in_place``: run-time size and stride checks and write-back included); the
   node's outputs are the arguments themselves;
 - a node that keeps some clones first copies those groups with
   ``functional_triton::clone_arguments`` (``rebuild_arguments``: the traced layout), then
@@ -68,11 +68,12 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-from torch.utils import _pytree as pytree
 
-from ._compat import register_python_codegen
-from .aliasing import in_place_group, rebuild_arguments
-from .hops import functional_dense, functional_outputs, triton_kernel_wrapper_functional
+from ._compat import pytree, register_python_codegen
+from .aliasing import ArgLayout, Sharing, functional_outputs, rebuild_arguments
+from .dense import functional_dense
+from .hops import triton_kernel_wrapper_functional
+from .node import FunctionalNode
 
 
 class LoweredNode(NamedTuple):
@@ -123,7 +124,7 @@ def _node_arguments(
 def functional_launch(tensors: list[Tensor | None], symbols: list[int], spec: int) -> list[Tensor]:
     """The functional operator's dense rule on a lowered node (Note [Inductor lowering])."""
     node = _node_arguments(tensors, symbols, spec)
-    outputs = functional_dense(**node)
+    outputs = functional_dense(FunctionalNode(**node))
     return _distinct([outputs[n] for n in node["tensors_to_clone"]])
 
 
@@ -155,7 +156,7 @@ def _functional_launch_fake(tensors: list[Tensor | None], symbols: list[int], sp
 @torch.library.custom_op("functional_triton::functional_launch_", mutates_args=["tensors"])
 def functional_launch_(tensors: list[Tensor], symbols: list[int], spec: int) -> None:
     """A lowered node whose every group is launched in place on ``tensors`` (Note [Inductor lowering])."""
-    functional_dense(**_node_arguments(tensors, symbols, spec))
+    functional_dense(FunctionalNode(**_node_arguments(tensors, symbols, spec)))
 
 
 @functional_launch_.register_fake
@@ -216,7 +217,7 @@ def _in_place_decisions(gm: Any) -> _Decisions:
         kw = dict(node.kwargs)
         if name not in after:  # every group in place: the pass made it a launch
             layouts = {
-                n: ((in_place_group(r[0]), *r[1:]) if r[0] >= 0 else r) for n, r in kw["layouts"].items()
+                n: _launched_in_place(r) for n, r in kw["layouts"].items()
             }
             decisions[name] = {**kw, "tensors_to_clone": [], "layouts": layouts}
         elif after[name].kwargs["layouts"] != kw["layouts"]:
@@ -249,6 +250,12 @@ def _drop_absorbed(gm: Any, absorbed: frozenset[str]) -> None:
             node.args, node.kwargs = (node.args[0],), {}
 
 
+def _launched_in_place(raw: Any) -> Any:
+    """A cloned group's layout marked as launched in place (other layouts as they are)."""
+    layout = ArgLayout.from_tuple(raw)
+    return layout.launched_in_place().as_tuple() if layout.sharing is Sharing.CLONED else raw
+
+
 _decided: weakref.WeakKeyDictionary[Any, _Decisions] = weakref.WeakKeyDictionary()
 
 
@@ -269,7 +276,7 @@ def _in_place_kwargs(node: dict[str, Any]) -> dict[str, Any] | None:
     # The decided groups marked on the node's own layouts (Inductor's sizes, not the FX graph's).
     marked = {n for n, raw in decided["layouts"].items() if raw[0] <= -2}
     layouts = {
-        n: ((in_place_group(raw[0]), *raw[1:]) if n in marked and raw[0] >= 0 else raw)
+        n: (_launched_in_place(raw) if n in marked else raw)
         for n, raw in node["layouts"].items()
     }
     to_clone = [n for n in node["tensors_to_clone"] if n not in marked]
@@ -306,7 +313,7 @@ def lower_functional(**node: Any) -> dict[str, Any]:
             **in_place,
             "kwargs": {**in_place["kwargs"], **outputs},
             "layouts": {
-                n: ((in_place_group(raw[0]), *raw[1:]) if n in outputs else raw)
+                n: (_launched_in_place(raw) if n in outputs else raw)
                 for n, raw in in_place["layouts"].items()
             },
             "tensors_to_clone": [],
@@ -362,14 +369,14 @@ def runner(op: str, spec: int) -> Any:
     if op == "functional_launch_":
 
         def launch_in_place(tensors: list[Tensor], symbols: list[int]) -> None:
-            functional_dense(**_build(parts, tensors, symbols))
+            functional_dense(FunctionalNode(**_build(parts, tensors, symbols)))
 
         return launch_in_place
     if op == "functional_launch":
 
         def launch(tensors: list[Tensor | None], symbols: list[int]) -> list[Tensor]:
             node = _build(parts, tensors, symbols)
-            outputs = functional_dense(**node)
+            outputs = functional_dense(FunctionalNode(**node))
             return _distinct([outputs[n] for n in node["tensors_to_clone"]])
 
         return launch

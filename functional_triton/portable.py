@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._compat import hook_export_serialization
+from .descriptors import DESCRIPTORS_KEY
 from .side_table import TableIndex, kernel_side_table
 
 _made: dict[str, tuple[Any, ...]] = {}  # reference -> the objects it was made from
@@ -192,8 +193,6 @@ def exported_grid(spec: Any) -> Any:
 
     if not (callable(spec.grid) and torch.compiler.is_exporting()) or spec.info.provided_names:
         return spec.grid
-    from .descriptors import DESCRIPTORS_KEY
-
     meta = {k: v for k, v in {**spec.constants, **spec.tensors}.items() if k != DESCRIPTORS_KEY}
     return tuple(spec.grid(meta))
 

@@ -9,14 +9,13 @@ Functionalization (torch.func.functionalize) has its own rules in functionalize.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from torch import Tensor
 
 from ._compat import functorch_level, functorch_transforms
-from .hops import launch_plan, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
-from .kernel import kernel_info
+from .node import MutationNode
 
 _ADVICE = {
     "vmap": "launch it outside vmap (on the whole batch, or in a loop over it)",
@@ -25,28 +24,26 @@ _ADVICE = {
 }
 
 
-def _refuse(transform: str, interpreter: Any, kwargs: Mapping[str, Any], node: Mapping[str, Any]) -> None:
-    level = interpreter.level()
-    tensors = [n for n, v in kwargs.items() if isinstance(v, Tensor)]
-    wrapped = [n for n in tensors if functorch_level(kwargs[n]) == level] or tensors
-    kernel = kernel_info(launch_plan(node["kernel_idx"], node["constant_args_idx"]).kernel).name
-    what = f"argument '{wrapped[0]}' of {kernel}" if wrapped else f"a launch of {kernel}"
-    raise NotImplementedError(
-        f"{what} is a tensor of torch.func.{transform} (jacrev, jacfwd and hessian build on grad, jvp "
-        f"and vmap): a Triton kernel has no {transform} rule, as a raw launch has none; {_ADVICE[transform]}"
-    )
+def refuse_transform(transform: str) -> Callable[[Any, MutationNode], NoReturn]:
+    """The rule of both operators for the torch.func transform ``transform``: raise, naming the argument."""
+
+    def transform_rule(interpreter: Any, node: MutationNode) -> NoReturn:
+        level = interpreter.level()
+        kwargs = node.kwargs
+        tensors = [n for n, v in kwargs.items() if isinstance(v, Tensor)]
+        wrapped = [n for n in tensors if functorch_level(kwargs[n]) == level] or tensors
+        kernel = node.kernel_name
+        what = f"argument '{wrapped[0]}' of {kernel}" if wrapped else f"a launch of {kernel}"
+        raise NotImplementedError(
+            f"{what} is a tensor of torch.func.{transform} (jacrev, jacfwd and hessian build on grad, jvp "
+            f"and vmap): a Triton kernel has no {transform} rule, as a raw launch has none; "
+            f"{_ADVICE[transform]}"
+        )
+
+    transform_rule.__name__ = f"{transform}_rule"
+    return transform_rule
 
 
-def _register(transform: str, key: Any) -> None:
-    def mutation_transform(interpreter: Any, **node: Any) -> None:
-        _refuse(transform, interpreter, node["kwargs"], node)
-
-    def functional_transform(interpreter: Any, **node: Any) -> None:
-        _refuse(transform, interpreter, node["kwargs"], node)
-
-    triton_kernel_wrapper_mutation.py_impl(key)(mutation_transform)
-    triton_kernel_wrapper_functional.py_impl(key)(functional_transform)
-
-
-for _name, _key in functorch_transforms().items():
-    _register(_name, _key)
+def transform_rules() -> dict[Any, Callable[[Any, MutationNode], NoReturn]]:
+    """TransformType -> its rule, for the transforms this torch has."""
+    return {key: refuse_transform(name) for name, key in functorch_transforms().items()}

@@ -58,19 +58,23 @@ get the same treatment from the functional operator.
 
 from __future__ import annotations
 
+import logging
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import fx
 
-from ..aliasing import check_untraced_aliasing, in_place_group, rebuild_arguments, write_back
+from .._compat import is_view_op, storage_id
+from ..aliasing import ArgLayout, Sharing, check_untraced_aliasing, rebuild_arguments, write_back
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+from ..node import FunctionalNode, MutationNode
 from .boxed import boxed_freeing_inputs
 
 aten = torch.ops.aten
+log = logging.getLogger(__name__)
 
 # scatter op -> the view op whose region it writes back, with the same trailing arguments
 _SCATTER_TO_VIEW: dict[Any, Any] = {
@@ -91,8 +95,8 @@ def launch_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[A
     """
     check_untraced_aliasing(kwargs, layouts)  # the pass relied on the traced aliasing too
     for name, raw in layouts.items():
-        t = kwargs[name]
-        if t.shape != raw[1] or t.stride() != tuple(raw[2]):  # torch.Size equals a tuple of ints
+        t, layout = kwargs[name], ArgLayout.from_tuple(raw)
+        if t.shape != layout.size or t.stride() != layout.stride:  # torch.Size equals a tuple of ints
             return rebuild_arguments(kwargs, layouts)
     return kwargs
 
@@ -109,7 +113,7 @@ class _Storages:
         for node in graph.nodes:
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
-                sid = val.untyped_storage()._cdata
+                sid = storage_id(val)
                 self.of_node[node] = sid
                 self.parent.setdefault(sid, sid)
 
@@ -154,7 +158,7 @@ def _absorbed(use: fx.Node, replaced: Mapping[fx.Node, fx.Node], storages: _Stor
     if use.target in _SCATTER_TO_VIEW:
         base, src, *params = use.args
         view_key = (_SCATTER_TO_VIEW[use.target], _value_key(base, replaced), tuple(params))
-        return _value_key(src, replaced) == view_key
+        return bool(_value_key(src, replaced) == view_key)
     if use.target is aten.copy_.default:
         dst, src = use.args[:2]
         if _value_key(dst, replaced) == _value_key(src, replaced):
@@ -171,8 +175,7 @@ def _view_root(node: Any, replaced: Mapping[fx.Node, fx.Node]) -> Any:
         if not (
             isinstance(node, fx.Node)
             and node.op == "call_function"
-            and isinstance(node.target, torch._ops.OpOverload)
-            and node.target.is_view
+            and is_view_op(node.target)
             and node.args
             and isinstance(node.args[0], fx.Node)
         ):
@@ -221,7 +224,7 @@ def _later_uses(node: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.
     ]
 
 
-def _geometry_matches(arg: Any, layout: Sequence[Any]) -> bool:
+def _geometry_matches(arg: Any, layout: ArgLayout) -> bool:
     """Whether the argument's traced value has the geometry the kernel was traced for.
 
     A functional call re-strides an argument whose value's layout differs from the recorded
@@ -231,11 +234,10 @@ def _geometry_matches(arg: Any, layout: Sequence[Any]) -> bool:
     val = arg.meta.get("val") if isinstance(arg, fx.Node) else None
     if not isinstance(val, torch.Tensor):
         return False
-    _, size, stride, offset = layout
     return (
-        tuple(val.size()) == tuple(size)
-        and tuple(val.stride()) == tuple(stride)
-        and val.storage_offset() == offset
+        tuple(val.size()) == layout.size
+        and tuple(val.stride()) == layout.stride
+        and val.storage_offset() == layout.storage_offset
     )
 
 
@@ -248,12 +250,16 @@ def _getitems(node: fx.Node) -> dict[str, fx.Node]:
 
 
 def _groups(node: fx.Node) -> dict[int, list[str]]:
+    """The node's cloned alias groups: group id -> member names."""
     groups: dict[int, list[str]] = {}
-    layouts: Any = node.kwargs["layouts"]
-    for name, raw in layouts.items():
-        if raw[0] >= 0:
-            groups.setdefault(raw[0], []).append(name)
+    for name, layout in _functional_node(node).arg_layouts().items():
+        if layout.sharing is Sharing.CLONED:
+            groups.setdefault(layout.group, []).append(name)
     return groups
+
+
+def _functional_node(node: fx.Node) -> FunctionalNode:
+    return FunctionalNode(**cast(dict[str, Any], node.kwargs))
 
 
 def _is_backward_graph(graph: fx.Graph) -> bool:
@@ -324,25 +330,57 @@ def _try_group(
     backward: bool,
 ) -> bool:
     """Decide one alias group; on success record getitem -> argument replacements."""
-    kwargs: Mapping[str, Any] = node.kwargs["kwargs"]  # type: ignore[assignment]
+    functional = _functional_node(node)
+    kwargs, layouts = functional.kwargs, functional.arg_layouts()
     classes = {storages.cls(kwargs[n]) for n in names}
     if len(classes) != 1 or None in classes:
-        return False
+        return _keep(node, names, "its members are not values of one known storage")
     (cls,) = classes
     assert cls is not None
-    layouts: Any = node.kwargs["layouts"]
     if not all(_geometry_matches(kwargs[n], layouts[n]) for n in names):
-        return False
+        return _keep(node, names, "an argument's traced value is laid out otherwise than the kernel was told")
     outputs = _getitems(node)
     trial = dict(replaced)
     for name in names:
         if name in outputs:
             trial[outputs[name]] = kwargs[name]
+    reason = _later_use_reason(node, cls, storages, order, trial, backward)
+    if reason is not None:
+        return _keep(node, names, reason)
+    replaced.update(trial)
+    for name in names:
+        out = outputs.get(name)
+        if out is not None and storages.cls(out) is not None:
+            storages.union(storages.of_node[out], cls)
+    log.debug(
+        "%s: clone of %s dropped, launched in place (no later use reads the old value)", node.name, names
+    )
+    return True
+
+
+def _keep(node: fx.Node, names: list[str], reason: str) -> bool:
+    """Keep the group's clone: log why, and answer False."""
+    log.debug("%s: clone of %s kept: %s", node.name, names, reason)
+    return False
+
+
+def _later_use_reason(
+    node: fx.Node,
+    cls: int,
+    storages: _Storages,
+    order: Mapping[fx.Node, int],
+    trial: Mapping[fx.Node, fx.Node],
+    backward: bool,
+) -> str | None:
+    """Why a later use keeps the clone of the group in storage class ``cls``, or None."""
     later = _later_uses(node, cls, storages, order)
     absorbed = [u for u in later if _absorbed(u, trial, storages)]
     copies = [u for u in absorbed if u.target is aten.copy_.default]
-    if any(_reads_old_value(u, cls, storages, order, copies) for u in later if u not in absorbed):
-        return False
+    reader = next(
+        (u for u in later if u not in absorbed and _reads_old_value(u, cls, storages, order, copies)), None
+    )
+    if reader is not None:
+        return f"{reader.name} reads the old value later"
     if (
         not backward
         and cls in storages.placeholder_classes()
@@ -353,43 +391,33 @@ def _try_group(
         # into the input after the graph: once that value is the input's own memory, the copy
         # bumps the version of a tensor the backward may have saved, or overlaps itself when
         # the geometries differ. Keep the clone there (Note [reinplacing]).
-        return False
-    replaced.update(trial)
-    for name in names:
-        out = outputs.get(name)
-        if out is not None and storages.cls(out) is not None:
-            storages.union(storages.of_node[out], cls)
-    return True
+        return "a graph input AOTAutograd copies the new value into after the graph"
+    return None
 
 
 def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> None:
     """Launch in-place groups on the arguments themselves; a node with no clone left becomes a launch."""
-    kw: dict[str, Any] = dict(node.kwargs)
+    functional = _functional_node(node)
     layouts = {
-        name: ((in_place_group(raw[0]), *raw[1:]) if name in inplace_names else raw)
-        for name, raw in kw["layouts"].items()
+        name: layout.launched_in_place().as_tuple() if name in inplace_names else functional.layouts[name]
+        for name, layout in functional.arg_layouts().items()
     }
-    to_clone = [n for n in kw["tensors_to_clone"] if n not in inplace_names]
+    to_clone = [n for n in functional.tensors_to_clone if n not in inplace_names]
     if to_clone:
-        kw.update(layouts=layouts, tensors_to_clone=to_clone)
-        node.kwargs = kw
+        node.kwargs = functional.replace(layouts=layouts, tensors_to_clone=to_clone).as_kwargs()
         return
+    kwargs = functional.kwargs
     with graph.inserting_before(node):
-        args = graph.call_function(launch_arguments, (), {"kwargs": kw["kwargs"], "layouts": layouts})
-        launch = graph.call_function(
-            triton_kernel_wrapper_mutation,
-            (),
-            {
-                "kernel_idx": kw["kernel_idx"],
-                "constant_args_idx": kw["constant_args_idx"],
-                "grid": kw["grid"],
-                "kwargs": {
-                    n: graph.call_function(operator.getitem, (args, n)) if n in layouts else v
-                    for n, v in kw["kwargs"].items()
-                },
-            },
+        args = graph.call_function(launch_arguments, (), {"kwargs": kwargs, "layouts": layouts})
+        launched = {
+            n: graph.call_function(operator.getitem, (args, n)) if n in layouts else v
+            for n, v in kwargs.items()
+        }
+        launch_node = MutationNode(
+            functional.kernel_idx, functional.constant_args_idx, functional.grid, launched
         )
-        graph.call_function(write_back, (), {"kwargs": kw["kwargs"], "launched": args, "layouts": layouts})
+        launch = graph.call_function(triton_kernel_wrapper_mutation, (), launch_node.as_kwargs())
+        graph.call_function(write_back, (), {"kwargs": kwargs, "launched": args, "layouts": layouts})
     launch.meta["val"] = None
     node.replace_all_uses_with(launch)
     graph.erase_node(node)

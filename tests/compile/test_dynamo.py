@@ -228,3 +228,21 @@ def test_wrap_triton_is_an_ordinary_function_to_dynamo() -> None:
         return out
 
     check_compiled(prog, inputs, backends=("eager",), no_grad=(True,))
+
+
+def test_dynamo_node_checks_the_traced_geometry_as_a_make_fx_node_does() -> None:
+    # Both emit paths build one node (kernel.mutation_node): Dynamo's records the traced sizes and
+    # strides too, so its graph replayed on other sizes raises instead of launching stale scalars.
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        ft.wrap_triton(k.add_one_inplace)[(1,)](x, x.numel(), BLOCK=16)
+        return x * 2
+
+    rec = GraphRecorder()
+    torch._dynamo.reset()
+    torch.compile(prog, backend=rec, fullgraph=True)(torch.zeros(16))
+    (gm,) = rec.dynamo
+    gm(torch.zeros(16))
+    with pytest.raises(
+        ValueError, match=r"argument 'x_ptr' has shape \(32,\), but the graph was traced for \(16,\)"
+    ):
+        gm(torch.zeros(32))

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import functional_triton as ft
-from functional_triton.kernel import _triton_kernel_types
+from functional_triton.launch_spec import _triton_kernel_types
 
 PACKAGES = ("liger_kernel.ops", "liger_kernel.ops.backends._triton")
 

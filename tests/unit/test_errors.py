@@ -19,7 +19,7 @@ from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import functional_triton as ft
-from functional_triton.kernel import kernel_info, make_launch_spec
+from functional_triton.launch_spec import kernel_info, make_launch_spec
 from tests import kernels as K
 from tests.helpers import nop
 

@@ -356,9 +356,9 @@ def test_grid_per_autotune_config_launches_the_grid_of_the_config_triton_chose()
 
     check_matches_eager(prog, lambda: (_vector(0, 16),), modes=MODES)
     seen: list[tuple[int, ...]] = []
-    import functional_triton.hops as hops
+    import functional_triton.launch_spec as launch_spec
 
-    real = hops.GridByConfig.chooser
+    real = launch_spec.GridByConfig.chooser
 
     def spy(self: Any, grids: Any) -> Any:
         choose = real(self, grids)
@@ -379,11 +379,11 @@ def test_grid_per_autotune_config_launches_the_grid_of_the_config_triton_chose()
     (node,) = [n for n in gm.graph.nodes if n.target is ft.triton_kernel_wrapper_functional]
     assert len(node.kwargs["grid"]) == 2, node.kwargs["grid"]  # one grid per config
     try:
-        hops.GridByConfig.chooser = spy  # type: ignore[method-assign]
+        launch_spec.GridByConfig.chooser = spy  # type: ignore[method-assign]
         x = _vector(0, 24)
         gm(x)
     finally:
-        hops.GridByConfig.chooser = real  # type: ignore[method-assign]
+        launch_spec.GridByConfig.chooser = real  # type: ignore[method-assign]
     # The autotuner benchmarks both configs on the new size (each with its own grid), then
     # launches the one it chose: cdiv(24, 2), cdiv(24, 8), cdiv(24, 8).
     assert seen == [(12,), (3,), (3,)], seen
@@ -391,7 +391,7 @@ def test_grid_per_autotune_config_launches_the_grid_of_the_config_triton_chose()
 
 
 def test_grid_callable_that_cannot_run_while_tracing_is_kept_for_run_time() -> None:
-    from functional_triton.kernel import trace_grid
+    from functional_triton.launch_spec import trace_grid
 
     x = torch.tensor([3.0, 1.0])
 

@@ -299,7 +299,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import triton, triton.language as tl
 import torch
 import functional_triton as ft
-import functional_triton.kernel as kernel_module
+import functional_triton.launch_spec as kernel_module
 
 @triton.jit
 def kernel(x_ptr, n, BLOCK: tl.constexpr):
@@ -332,7 +332,7 @@ def test_kernel_info_callback_needs_no_module_globals(monkeypatch: pytest.Monkey
     import gc
     import sys
 
-    import functional_triton.kernel as kernel_module
+    import functional_triton.launch_spec as kernel_module
 
     @triton.jit
     def short_lived(x_ptr, BLOCK: tl.constexpr):
