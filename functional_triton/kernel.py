@@ -30,6 +30,7 @@ from .launch_spec import (
     _TRACEABLE_TYPES,
     GridType,
     KernelInfo,
+    KernelWrapper,
     LaunchKind,
     LaunchSpec,
     _grid_tensors,
@@ -259,7 +260,7 @@ class _BoundLaunch:
 # kernel and route its launches through PyTorch's own operator instead of this library's.
 
 
-class TritonKernel:
+class TritonKernel(KernelWrapper):
     """A Triton kernel whose launches tracing can see. Made by ``wrap_triton``."""
 
     __slots__ = ("kernel", "info")

@@ -70,6 +70,14 @@ def launch_option_names() -> frozenset[str]:
     return _LAUNCH_OPTIONS
 
 
+class KernelWrapper:
+    """The base of ``kernel.TritonKernel``: modules below the launch path (the analysis'
+    frontend) recognise a wrapped kernel by it without importing the launch path."""
+
+    __slots__ = ()
+    kernel: Any  # the wrapped Triton kernel
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelInfo:
     """What the launch path needs to know about a kernel; holds no reference to it."""

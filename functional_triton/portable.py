@@ -247,18 +247,16 @@ def check_loaded(kernel_idx: Any, constant_args_idx: Any) -> None:
             raise LookupError(str(e)) from None
 
 
-def _on_save(node: Any) -> None:
-    from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
+def install_export_checks(operators: tuple[Any, ...]) -> bool:
+    """Run ``check_savable`` / ``check_loaded`` on every node of ``operators`` that
+    ``torch.export.save`` writes or ``torch.export.load`` rebuilds (registrations.py calls it)."""
 
-    if node.target is triton_kernel_wrapper_mutation or node.target is triton_kernel_wrapper_functional:
-        check_savable(node.kwargs.get("kernel_idx"), node.kwargs.get("constant_args_idx"))
+    def on_save(node: Any) -> None:
+        if node.target in operators:
+            check_savable(node.kwargs.get("kernel_idx"), node.kwargs.get("constant_args_idx"))
 
+    def on_load(target: Any, inputs: Mapping[str, Any]) -> None:
+        if target in operators:
+            check_loaded(inputs.get("kernel_idx"), inputs.get("constant_args_idx"))
 
-def _on_load(target: Any, inputs: Mapping[str, Any]) -> None:
-    from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
-
-    if target is triton_kernel_wrapper_mutation or target is triton_kernel_wrapper_functional:
-        check_loaded(inputs.get("kernel_idx"), inputs.get("constant_args_idx"))
-
-
-hook_export_serialization(_on_save, _on_load)
+    return hook_export_serialization(on_save, on_load)

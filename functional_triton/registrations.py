@@ -28,6 +28,7 @@ from .fake_rules import functional_fake, functional_proxy, mutation_fake, mutati
 from .functionalize import functional_functionalize, mutation_functionalize
 from .hops import triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .node import FunctionalNode, MutationNode
+from .portable import install_export_checks
 from .transforms import transform_rules
 
 
@@ -107,3 +108,4 @@ def register(op: HigherOrderOperator, node_type: type[MutationNode], table: Mapp
 
 register(triton_kernel_wrapper_mutation, MutationNode, MUTATION_TABLE)
 register(triton_kernel_wrapper_functional, FunctionalNode, FUNCTIONAL_TABLE)
+install_export_checks((triton_kernel_wrapper_mutation, triton_kernel_wrapper_functional))

@@ -30,7 +30,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction, KernelParam, type_canonicalisation_dict
 
 from . import _compat
-from .kernel import TritonKernel
+from .launch_spec import KernelWrapper
 from .tuples import element_name
 
 
@@ -494,7 +494,7 @@ def _analysis_jit(fn: Callable[..., Any], memo: dict[int, object]) -> _AnalysisJ
 
 
 def _for_codegen(value: object, memo: dict[int, object]) -> object:
-    if isinstance(value, TritonKernel):  # a wrapped helper (Note [wrapped kernels as callees])
+    if isinstance(value, KernelWrapper):  # a wrapped helper (Note [wrapped kernels as callees])
         value = value.kernel
     if isinstance(value, (JITFunction, InterpretedFunction)) and not isinstance(value, _AnalysisJITFunction):
         return _analysis_jit(value.fn, memo)

@@ -1,0 +1,94 @@
+"""The package's modules import one way: each imports only modules listed before it here.
+
+Every ``from .x import`` in a module counts, at its top or inside a function (a deferred
+import is still a dependency). The README's module map lists the same order.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "functional_triton"
+
+# Lowest first: version probes and plain data, the aliasing rules, kernel facts and the
+# analysis, the node description, the operators and their rules, the passes, the launch path,
+# the torch.compile integration, the public package.
+ORDER = [
+    "_compat",
+    "_logging",
+    "side_table",
+    "tuples",
+    "descriptors",
+    "grid_watch",
+    "aliasing",
+    "autograd",
+    "bounds",
+    "portable",
+    "launch_spec",
+    "ttir",
+    "autotune_hooks",
+    "mutation",
+    "node",
+    "dense",
+    "hops",
+    "transforms",
+    "fake_rules",
+    "functionalize",
+    "passes.boxed",
+    "passes.reinplace",
+    "registrations",
+    "inductor",
+    "kernel",
+    "dynamo",
+    "demo",
+    "passes",
+    "__init__",
+]
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = rel.parts
+    if parts[-1] == "__init__" and len(parts) > 1:
+        return ".".join(parts[:-1])
+    return ".".join(parts)
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+    if name == "__init__":
+        package = []
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            if node.module:
+                found.add(".".join([*base, node.module]))
+            else:
+                found.update(".".join([*base, alias.name]) for alias in node.names)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p, _module_name(p)) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_module_is_placed() -> None:
+    assert sorted(_graph()) == sorted(ORDER)
+
+
+@pytest.mark.parametrize("module", ORDER)
+def test_imports_point_down(module: str) -> None:
+    rank = {m: i for i, m in enumerate(ORDER)}
+    upward = sorted(m for m in _graph()[module] if m in rank and rank[m] >= rank[module])
+    assert not upward, f"{module} imports {upward}, which come after it"
+
+
+def test_the_check_sees_deferred_imports(tmp_path: Path) -> None:
+    """It can fail: a deferred upward import is found."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from .kernel import TritonKernel\n")
+    assert _imports(probe, "probe") == {"kernel"}
