@@ -69,6 +69,7 @@ from torch import fx
 from ..aliasing import check_untraced_aliasing, in_place_group, rebuild_arguments, write_back
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .boxed import boxed_freeing_inputs
+from .torch_ops import reinplace_torch_ops
 
 aten = torch.ops.aten
 
@@ -453,6 +454,7 @@ def reinplace_compiler(
         >>> chained = functools.partial(ft.reinplace_compiler, inner=my_compiler)  # doctest: +SKIP
     """
     reinplace(gm)
+    reinplace_torch_ops(gm, containers=(launch_arguments,))  # after: Note [reinplacing torch ops]
     if inner is not None:
         return inner(gm, example_inputs)
     return boxed_freeing_inputs(gm)
