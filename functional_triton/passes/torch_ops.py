@@ -34,7 +34,10 @@ wrote the view, the scatter's result is ``base`` itself, and it is replaced by `
 The rewrite must also keep what later ops see: the result has ``self``'s sizes and dtype (no
 broadcast or type promotion), and its strides (matmul-like ops may pick other kernels, so
 other bits, for other layouts); only a ``copy`` whose sole user is its absorbed scatter may
-write a view of other strides. Random-number ops are left alone.
+write a view of other strides. Without an absorbed scatter ``self`` must span its whole
+storage: the in-place result of a view would keep the whole base alive (a gradient returned
+that way would hold its buffer), where the out-of-place one frees it. Random-number ops are
+left alone.
 
 Why after the kernel pass: that pass sees the purely functional graph it reasons about, and
 its decisions stay true here, since a rewritten op writes only memory nothing later reads
@@ -213,6 +216,8 @@ class _Pass:
         only_scatter = scatter is not None and set(node.users) == {scatter}
         if not _same_geometry(old, new, strides=True) and not (node.target is aten.copy.default and only_scatter):
             return
+        if scatter is None and not _whole_storage(old):
+            return  # the result would keep all of self's storage alive, not just its own elements
         node.target = inplace
         alias = _fake_call(aten.alias.default, old, ())  # the result shares self's storage
         node.meta["val"] = new if alias is None else alias
@@ -268,6 +273,12 @@ class _Pass:
             if inplace is not None:
                 self.try_op(node, inplace)
         return self.rewritten
+
+
+def _whole_storage(val: torch.Tensor) -> bool:
+    """Whether ``val`` spans its whole storage from offset 0 (known for every shape)."""
+    size = val.untyped_storage().nbytes()
+    return known_equal(val.storage_offset(), 0) and known_equal(val.numel() * val.element_size(), size)
 
 
 def _same_params(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
