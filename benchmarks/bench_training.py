@@ -42,7 +42,9 @@ from tests.integration.liger import interpreter_shims, routed_through_ft  # noqa
 
 LOSS_SCALE = 2.0
 CLONES_LEFT: list[int] = []  # per compiled graph: alias groups still copied after reinplacing
-TORCH_OPS_LEFT: list[str] = []  # per compiled graph: torch's out-of-place ops with an in-place form, before -> after
+TORCH_OPS_LEFT: list[
+    str
+] = []  # per compiled graph: torch's out-of-place ops with an in-place form, before -> after
 
 
 def counting_reinplace_compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
@@ -55,7 +57,9 @@ def counting_reinplace_compiler(gm: torch.fx.GraphModule, example_inputs: Any) -
     after = out_of_place_ops(gm)
     TORCH_OPS_LEFT.append(
         f"{sum(before.values())} -> {sum(after.values())} "
-        + "(" + ", ".join(f"{op.split('.')[1]} {before[op]}->{after.get(op, 0)}" for op in sorted(before)) + ")"
+        + "("
+        + ", ".join(f"{op.split('.')[1]} {before[op]}->{after.get(op, 0)}" for op in sorted(before))
+        + ")"
     )
     return compiled
 

@@ -54,6 +54,17 @@ strides (a fake tensor's may differ from the real one's; an argument that does n
 re-strided, or its group rebuilt and written back, as the functional operator would).
 Groups reinplaced in a node that keeps other clones are marked with ``in_place_group`` and
 get the same treatment from the functional operator.
+
+Torch's own ops. ``reinplace_compiler`` then runs ``passes/torch_ops.py`` (Note [reinplacing
+torch ops]): AOTAutograd functionalized the program's in-place torch ops too (``addmm_`` ->
+``addmm``, ``buf[s:e] = x`` -> ``copy`` + ``slice_scatter`` of all of ``buf``); each becomes
+in-place again when the memory it writes holds no graph input, is not another argument of the
+call, and is not read later through a value defined before the write (later ops, launches,
+outputs, saved tensors), the functionalization's own scatter back into the base excepted. It
+runs after this pass, so this pass reasons over the functional graph it was written for; a
+launch this pass made reads its arguments, which blocks the torch pass from writing them
+before it, and the torch pass writes only memory nothing reads afterwards, so neither
+invalidates the other's decisions.
 """
 
 from __future__ import annotations

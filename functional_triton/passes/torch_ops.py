@@ -36,7 +36,8 @@ broadcast or type promotion), and its strides (matmul-like ops may pick other ke
 other bits, for other layouts); only a ``copy`` whose sole user is its absorbed scatter may
 write a view of other strides. Without an absorbed scatter ``self`` must span its whole
 storage: the in-place result of a view would keep the whole base alive (a gradient returned
-that way would hold its buffer), where the out-of-place one frees it. Random-number ops are
+that way would hold its buffer), where the out-of-place one frees it; for the same reason a
+scatter is replaced by its base only when the base spans its whole storage. Random-number ops are
 left alone.
 
 Why after the kernel pass: that pass sees the purely functional graph it reasons about, and
@@ -114,7 +115,8 @@ def _alias_edges(node: fx.Node, containers: tuple[Any, ...]) -> Iterable[fx.Node
     if node.target is operator.getitem:
         source, key = node.args[0], node.args[1]
         if isinstance(source, fx.Node) and source.target in containers:
-            return _nodes_in(source.kwargs["kwargs"].get(key))  # type: ignore[union-attr]
+            members: Mapping[Any, Any] = source.kwargs["kwargs"]  # type: ignore[assignment]
+            return _nodes_in(members.get(key))
         return _nodes_in(source)
     if isinstance(node.target, torch._ops.OpOverload):
         schema = node.target._schema
@@ -188,7 +190,7 @@ class _Pass:
         ]
 
     def absorbed_scatter(self, node: fx.Node, reads: list[fx.Node]) -> fx.Node | None:
-        """The one later read allowed: ``<view>_scatter(base, node, *params)`` with ``self = <view>(base, *params)``."""
+        """The one later read allowed: ``<view>_scatter(base, node, *p)`` with ``self = <view>(base, *p)``."""
         if len(reads) != 1 or reads[0].target not in SCATTER_TO_VIEW:
             return None
         scatter, view = reads[0], node.args[0]
@@ -201,7 +203,7 @@ class _Pass:
         base, result = _val(scatter.args[0]), _val(scatter)
         if base is None or result is None or not _same_geometry(base, result, strides=True):
             return None
-        return scatter
+        return scatter if _whole_storage(base) else None  # base stands for the scatter's fresh result
 
     def try_op(self, node: fx.Node, inplace: Any) -> None:
         self_arg = node.args[0] if node.args else None
@@ -214,7 +216,9 @@ class _Pass:
         if reads and scatter is None:
             return
         only_scatter = scatter is not None and set(node.users) == {scatter}
-        if not _same_geometry(old, new, strides=True) and not (node.target is aten.copy.default and only_scatter):
+        if not _same_geometry(old, new, strides=True) and not (
+            node.target is aten.copy.default and only_scatter
+        ):
             return
         if scatter is None and not _whole_storage(old):
             return  # the result would keep all of self's storage alive, not just its own elements
@@ -242,7 +246,7 @@ class _Pass:
         old, new, value = _val(base), _val(scatter), _val(src)
         if cls is None or old is None or new is None or value is None or value.dtype != old.dtype:
             return
-        if not scatter.users or not _same_geometry(old, new, strides=True):
+        if not scatter.users or not _same_geometry(old, new, strides=True) or not _whole_storage(old):
             return
         if self.old_reads(scatter, cls):
             return

@@ -30,9 +30,13 @@ def _add_one(wrap: Any, t: torch.Tensor) -> None:
 
 
 def compiled_graphs(
-    prog: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], *, grad: bool = True, **aot_kwargs: Any
+    prog: Callable[..., Any],
+    make_inputs: Callable[[], Sequence[Any]],
+    *,
+    grad: bool = True,
+    **aot_kwargs: Any,
 ) -> list[tuple[dict[str, int], torch.fx.GraphModule]]:
-    """(out-of-place ops before the pass, graph after reinplace_compiler) per compiled graph, forward first."""
+    """(out-of-place ops before the pass, graph after reinplace_compiler) per graph, forward first."""
     graphs: list[tuple[dict[str, int], torch.fx.GraphModule]] = []
 
     def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
@@ -107,7 +111,9 @@ def test_intermediate_writes_match_eager_and_are_done_in_place() -> None:
     names = ("add", "mul", "copy", "slice_scatter", "index_put", "addmm")
     assert left(fw, *names) == 2 and left_on_intermediates(fw, *names) == 0, fw.code  # x * 2, x[4:6] * 5
     assert before.get("aten.slice_scatter.default") == 1 and before.get("aten.index_put.default") == 1
-    assert count(fw, aten.add_.Tensor) == count(fw, aten.mul_.Tensor) == count(fw, aten.index_put_.default) == 1
+    assert (
+        count(fw, aten.add_.Tensor) == count(fw, aten.mul_.Tensor) == count(fw, aten.index_put_.default) == 1
+    )
     assert count(fw, aten.addmm_.default) == 1 and count(fw, aten.copy_.default) == 1
 
 
@@ -187,11 +193,13 @@ def test_graph_inputs_are_never_written_by_torch_ops() -> None:
     make = lambda: (torch.arange(8.0),)  # noqa: E731
     check_matches_eager(writes_graph_input, make, no_grad=(True,))
     for keep in (False, True):
-        ((_, fw),) = compiled_graphs(writes_graph_input, make, grad=False, keep_inference_input_mutations=keep)
+        ((_, fw),) = compiled_graphs(
+            writes_graph_input, make, grad=False, keep_inference_input_mutations=keep
+        )
         assert left(fw, "add") >= 1 and count(fw, aten.add_.Tensor) == 0, fw.code
-        assert all(
-            n.args[0].op == "placeholder" for n in fw.graph.nodes if n.target is aten.copy_.default
-        ), "only AOTAutograd's copy-back writes the input"
+        assert all(n.args[0].op == "placeholder" for n in fw.graph.nodes if n.target is aten.copy_.default), (
+            "only AOTAutograd's copy-back writes the input"
+        )
 
 
 def old_value_read_later(wrap: Any, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -297,3 +305,20 @@ def test_kernels_and_torch_ops_in_one_graph() -> None:
     assert before.get("aten.mul.Tensor", 0) >= 2
     assert count(fw, aten.add_.Tensor) == 1 and count(fw, aten.sub_.Tensor) == 1, fw.code
     assert count(fw, ft.triton_kernel_wrapper_functional) == 0, fw.code
+
+
+def part_of_a_buffer(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    return y[2:].mul(3)  # y is dead after, but y[2:] is a part of its storage
+
+
+def test_a_view_of_part_of_a_buffer_is_not_written_in_place() -> None:
+    """Written in place, the result would hold all of ``y``'s storage alive (a returned gradient too)."""
+    make = lambda: (torch.arange(8.0).requires_grad_(),)  # noqa: E731
+    check_matches_eager(part_of_a_buffer, make)
+    (_, fw), (_, bw) = compiled_graphs(part_of_a_buffer, make)
+    assert _node(fw, aten.mul.Tensor, aten.mul_.Tensor, arg=3).target is aten.mul.Tensor, fw.code
+    out = aot_function(
+        functools.partial(part_of_a_buffer, ft.wrap_triton), fw_compiler=ft.reinplace_compiler
+    )(*make())
+    assert out.untyped_storage().nbytes() == out.numel() * out.element_size()
