@@ -42,13 +42,25 @@ from tests.integration.liger import interpreter_shims, routed_through_ft  # noqa
 
 LOSS_SCALE = 2.0
 CLONES_LEFT: list[int] = []  # per compiled graph: alias groups still copied after reinplacing
+TORCH_OPS_LEFT: list[
+    str
+] = []  # per compiled graph: torch's out-of-place ops with an in-place form, before -> after
 
 
 def counting_reinplace_compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+    from functional_triton.passes.torch_ops import out_of_place_ops
     from tests.helpers import cloned_groups
 
+    before = out_of_place_ops(gm)
     compiled = ft.reinplace_compiler(gm, example_inputs)
     CLONES_LEFT.append(cloned_groups(gm))
+    after = out_of_place_ops(gm)
+    TORCH_OPS_LEFT.append(
+        f"{sum(before.values())} -> {sum(after.values())} "
+        + "("
+        + ", ".join(f"{op.split('.')[1]} {before[op]}->{after.get(op, 0)}" for op in sorted(before))
+        + ")"
+    )
     return compiled
 
 
@@ -191,6 +203,9 @@ def main() -> None:
         )
         print(f"first step: loss {eager_loss.item():.6f}; largest difference to eager {worst:.3g}")
         print(f"kernel copies left after reinplacing (forward, backward): {CLONES_LEFT}")
+        print("torch out-of-place ops with an in-place form, before -> after reinplacing:")
+        for name, line in zip(("forward", "backward"), TORCH_OPS_LEFT):
+            print(f"  {name}: {line}")
         if not gpu:
             print("smoke check passed: loss, every gradient and the input gradient equal eager bit for bit")
             return

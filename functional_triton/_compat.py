@@ -523,3 +523,66 @@ pytree = _pytree  # tree_map, tree_flatten, tree_unflatten
 def is_view_op(target: Any) -> bool:
     """Whether an FX node's target is an aten op that returns a view of its first argument."""
     return isinstance(target, OpOverload) and bool(target.is_view)
+
+
+# --- torch's own ops in training graphs (passes/torch_ops.py) ------------------------------------
+
+
+def inplace_variant(op: Any) -> Any:
+    """The aten in-place overload ``op_`` that computes what the functional aten ``op`` computes, or None.
+
+    Reads ``OpOverload._schema`` (checked on torch 2.11, 2.13 and 2.14, as ``torch.fx.passes.reinplace``
+    does): ``op`` must be a non-view aten op with no mutable argument, one Tensor result and no
+    random-number tag; ``op_`` must take the same argument types, write its first argument only and
+    return it. Cached per op.
+    """
+    if op not in _INPLACE_VARIANTS:
+        _INPLACE_VARIANTS[op] = _find_inplace_variant(op)
+    return _INPLACE_VARIANTS[op]
+
+
+_INPLACE_VARIANTS: dict[Any, Any] = {}
+
+
+def _find_inplace_variant(op: Any) -> Any:
+    import torch
+
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return None
+    schema = op._schema
+    if torch.Tag.nondeterministic_seeded in op.tags or not schema.arguments:
+        return None
+    if any(a.alias_info is not None for a in schema.arguments) or len(schema.returns) != 1:
+        return None
+    ret = schema.returns[0]
+    if ret.alias_info is not None or str(ret.type) != "Tensor":
+        return None
+    packet = getattr(torch.ops.aten, op._opname + "_", None)
+    if packet is None:
+        return None
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        cs = candidate._schema
+        first = cs.arguments[0].alias_info if cs.arguments else None
+        if (
+            first is not None
+            and first.is_write
+            and all(a.alias_info is None for a in cs.arguments[1:])
+            and len(cs.arguments) == len(schema.arguments)
+            and all(a.type == b.type and a.name == b.name for a, b in zip(cs.arguments, schema.arguments))
+            and len(cs.returns) == 1
+            and cs.returns[0].alias_info is not None
+            and cs.returns[0].alias_info.before_set == first.before_set
+        ):
+            return candidate
+    return None
+
+
+def known_equal(a: Any, b: Any) -> bool:
+    """Whether ints or SymInts ``a`` and ``b`` are equal for every shape the graph may see (no guard added).
+
+    ``torch.fx.experimental.symbolic_shapes.statically_known_true`` (torch 2.11 to 2.14).
+    """
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return bool(statically_known_true(a == b))

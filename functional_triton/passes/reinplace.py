@@ -54,6 +54,17 @@ strides (a fake tensor's may differ from the real one's; an argument that does n
 re-strided, or its group rebuilt and written back, as the functional operator would).
 Groups reinplaced in a node that keeps other clones are marked with ``in_place_group`` and
 get the same treatment from the functional operator.
+
+Torch's own ops. ``reinplace_compiler`` then runs ``passes/torch_ops.py`` (Note [reinplacing
+torch ops]): AOTAutograd functionalized the program's in-place torch ops too (``addmm_`` ->
+``addmm``, ``buf[s:e] = x`` -> ``copy`` + ``slice_scatter`` of all of ``buf``); each becomes
+in-place again when the memory it writes holds no graph input, is not another argument of the
+call, and is not read later through a value defined before the write (later ops, launches,
+outputs, saved tensors), the functionalization's own scatter back into the base excepted. It
+runs after this pass, so this pass reasons over the functional graph it was written for; a
+launch this pass made reads its arguments, which blocks the torch pass from writing them
+before it, and the torch pass writes only memory nothing reads afterwards, so neither
+invalidates the other's decisions.
 """
 
 from __future__ import annotations
@@ -72,6 +83,7 @@ from ..aliasing import ArgLayout, Sharing, check_untraced_aliasing, rebuild_argu
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from ..node import FunctionalNode, MutationNode
 from .boxed import boxed_freeing_inputs
+from .torch_ops import reinplace_torch_ops
 
 aten = torch.ops.aten
 log = logging.getLogger(__name__)
@@ -495,6 +507,7 @@ def reinplace_compiler(
         >>> chained = functools.partial(ft.reinplace_compiler, inner=my_compiler)  # doctest: +SKIP
     """
     reinplace(gm)
+    reinplace_torch_ops(gm, containers=(launch_arguments,))  # after: Note [reinplacing torch ops]
     if inner is not None:
         return inner(gm, example_inputs)
     return boxed_freeing_inputs(gm)
