@@ -275,3 +275,28 @@ def _probe_backward_leaf_writes() -> bool:
     except Exception as e:  # noqa: BLE001 - any other failure: let the tests show it
         return "leaf Variable" not in str(e)
     return True
+
+
+# --- functionalization and symbolic shapes (view chains, unbacked sizes) ---
+
+
+def inner_as_strided_in_view_chain(t: Any) -> bool | None:
+    """Whether the functional tensor ``t``'s view chain has an ``as_strided`` after its first view.
+
+    torch refuses to commit a mutation through such a view ("mutation on a view chain of length 2,
+    where view 1 was an as_strided() call"), at any position but the first. torch 2.13 and 2.14:
+    ``torch._C._functionalization.get_view_meta_sequence(wrapper)`` lists the chain, one
+    ``as_strided_ViewMeta`` per as_strided; under AOTAutograd the wrapper is ``FunctionalTensor.elem``.
+    None where the binding is missing (then the caller must assume the worst).
+    """
+    import torch
+
+    module = getattr(torch._C, "_functionalization", None)
+    get_chain = getattr(module, "get_view_meta_sequence", None)
+    as_strided_meta = getattr(module, "as_strided_ViewMeta", None)
+    if get_chain is None or as_strided_meta is None:
+        return None
+    wrapper = getattr(t, "elem", t)
+    if not torch._is_functional_tensor(wrapper):
+        return False
+    return any(isinstance(meta, as_strided_meta) for meta in list(get_chain(wrapper))[1:])
