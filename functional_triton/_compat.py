@@ -300,3 +300,30 @@ def inner_as_strided_in_view_chain(t: Any) -> bool | None:
     if not torch._is_functional_tensor(wrapper):
         return False
     return any(isinstance(meta, as_strided_meta) for meta in list(get_chain(wrapper))[1:])
+
+
+def _symbolic_predicates() -> tuple[Any, Any, Any]:
+    # torch 2.11, 2.13 and 2.14: torch.fx.experimental.symbolic_shapes.guard_or_false / guard_or_true
+    # (decide a SymBool, guarding only on backed symbols; an undecidable expression over unbacked
+    # symbols answers the default instead of raising GuardOnDataDependentSymNode) and
+    # statically_known_true (never guards). Fallbacks for releases without them: bool() guards on
+    # backed symbols, and a data-dependent failure answers the conservative default.
+    from torch.fx.experimental import symbolic_shapes as shapes
+
+    def fallback(default: bool) -> Any:
+        def decide(expr: Any) -> bool:
+            try:
+                return bool(expr)
+            except shapes.GuardOnDataDependentSymNode:
+                return default
+
+        return decide
+
+    return (
+        getattr(shapes, "guard_or_false", fallback(False)),
+        getattr(shapes, "guard_or_true", fallback(True)),
+        getattr(shapes, "statically_known_true", fallback(False)),
+    )
+
+
+guard_or_false, guard_or_true, statically_known_true = _symbolic_predicates()
