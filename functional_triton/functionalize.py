@@ -400,6 +400,12 @@ def _as_strided_chain_write(ctx: Any, name: str, original: Tensor, new: Tensor) 
             "back to its base, and gives no access to the base. Use aot_function / aot_module (or "
             "torch.compile), or make the view with a single as_strided() call on the base"
         )
+    if inner_as_strided_in_view_chain(base):  # a detached as_strided chain: no base to commit to
+        raise NotImplementedError(
+            f"argument '{name}' is written and is a view of a detached view made with as_strided() "
+            f"after another view ({shown}); the write cannot be carried back to the tensor both view. "
+            "Make the views of the tensor itself, not of a detach() of such a view"
+        )
     inner = ctx.unwrap_tensors(original)
     base_inner = ctx.unwrap_tensors(base)
     if base_inner.dtype != inner.dtype or not surely_no_overlap(inner.shape, inner.stride()):
