@@ -111,6 +111,11 @@ def check_program(program: Program) -> None:
     """Check one program in a forked child (a crash is a failure, not the end of the session)."""
     note(program.source())
     note(f"modes: {S.modes_for(program)}")
+    facts = S.facts(program)
+    if facts.unbacked:
+        event("drawn: a data-dependent size (Mask)")
+    if S.chained_views(program):
+        event("drawn: as_strided after another view" + (", written" if facts.chain_write else ""))
     for name in S.run_isolated(lambda: _check_in_this_process(program)):
         event(name)
 
