@@ -93,12 +93,14 @@ def _check_in_this_process(program: Program) -> list[str]:
                     if not _upstream_also_fails(program, mode, ng, error):
                         raise
                     events.append(f"upstream torch failure: {mode}, {_signature(error)[1][:60]}")
-    if facts.chain_write and not facts.aliasing_inputs:
+    # make_fx traces a Mask with real tensors and fails on its data-dependent size (torch's own
+    # limit), so the refusal checks below cannot run for programs with one.
+    if facts.chain_write and not facts.aliasing_inputs and not facts.unbacked:
         # Note [writes through as_strided view chains]: torch.func.functionalize exposes no base
         functionalized = torch.func.functionalize(lambda *xs: prog(ft.wrap_triton, *xs))
         with torch.no_grad(), pytest.raises(NotImplementedError, match=r"as_strided\(\) after another view"):
             make_fx(functionalized)(*make_inputs())
-    if facts.views_refused and not facts.aliasing_inputs:
+    if facts.views_refused and not facts.aliasing_inputs and not facts.unbacked:
         views_removed = torch.func.functionalize(
             lambda *xs: prog(ft.wrap_triton, *xs), remove="mutations_and_views"
         )
