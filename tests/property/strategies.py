@@ -841,7 +841,12 @@ def _draw_arg(draw: st.DrawFn, sim: _Sim, role: str, earlier: list[str]) -> str:
         choices.append("alias_of_earlier")
     if role in ("out", "acc") or not choices:
         choices.insert(0, "fresh")
+    chained = [n for n in sim.chained() if role != "acc" or sim.env[n].numel() > 0]
+    if chained and role in ("inout", "out"):
+        choices.append("chained")  # a write through an as_strided chain (issue 15)
     how = draw(st.sampled_from(choices))
+    if how == "chained":
+        return draw(st.sampled_from(chained))
     if how == "fresh":
         name = sim.new_name()
         if role == "acc":
