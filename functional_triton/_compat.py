@@ -586,3 +586,55 @@ def known_equal(a: Any, b: Any) -> bool:
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     return bool(statically_known_true(a == b))
+
+
+# --- functionalization and symbolic shapes (view chains, unbacked sizes) ---
+
+
+def inner_as_strided_in_view_chain(t: Any) -> bool | None:
+    """Whether the functional tensor ``t``'s view chain has an ``as_strided`` after its first view.
+
+    torch refuses to commit a mutation through such a view ("mutation on a view chain of length 2,
+    where view 1 was an as_strided() call"), at any position but the first. torch 2.13 and 2.14:
+    ``torch._C._functionalization.get_view_meta_sequence(wrapper)`` lists the chain, one
+    ``as_strided_ViewMeta`` per as_strided; under AOTAutograd the wrapper is ``FunctionalTensor.elem``.
+    None where the binding is missing (then the caller must assume the worst).
+    """
+    import torch
+
+    module = getattr(torch._C, "_functionalization", None)
+    get_chain = getattr(module, "get_view_meta_sequence", None)
+    as_strided_meta = getattr(module, "as_strided_ViewMeta", None)
+    if get_chain is None or as_strided_meta is None:
+        return None
+    wrapper = getattr(t, "elem", t)
+    if not torch._is_functional_tensor(wrapper):
+        return False
+    return any(isinstance(meta, as_strided_meta) for meta in list(get_chain(wrapper))[1:])
+
+
+def _symbolic_predicates() -> tuple[Any, Any, Any]:
+    # torch 2.11, 2.13 and 2.14: torch.fx.experimental.symbolic_shapes.guard_or_false / guard_or_true
+    # (decide a SymBool, guarding only on backed symbols; an undecidable expression over unbacked
+    # symbols answers the default instead of raising GuardOnDataDependentSymNode) and
+    # statically_known_true (never guards). Fallbacks for releases without them: bool() guards on
+    # backed symbols, and a data-dependent failure answers the conservative default.
+    from torch.fx.experimental import symbolic_shapes as shapes
+
+    def fallback(default: bool) -> Any:
+        def decide(expr: Any) -> bool:
+            try:
+                return bool(expr)
+            except shapes.GuardOnDataDependentSymNode:
+                return default
+
+        return decide
+
+    return (
+        getattr(shapes, "guard_or_false", fallback(False)),
+        getattr(shapes, "guard_or_true", fallback(True)),
+        getattr(shapes, "statically_known_true", fallback(False)),
+    )
+
+
+guard_or_false, guard_or_true, statically_known_true = _symbolic_predicates()

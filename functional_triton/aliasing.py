@@ -55,7 +55,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._compat import storage_id
+from ._compat import guard_or_false, storage_id
 
 IntLike = int | torch.SymInt
 # How a layout travels inside an FX node: (group, sizes, strides, storage_offset).
@@ -122,6 +122,19 @@ def geometry_of(t: Tensor) -> Geometry:
     return (tuple(t.size()), tuple(t.stride()), t.storage_offset())
 
 
+# Note [unbacked sizes]
+# A size computed from data (``x[x > 2]``, ``nonzero``) is an unbacked symbol: it has no example
+# value, and asking whether it is 0, 1 or equal to another size raises
+# GuardOnDataDependentSymNode. The layout code decides such questions with ``guard_or_false``
+# (backed symbols are decided with a guard, as ``bool()`` would) and reads an open answer in the
+# direction that needs more copies, never fewer: strides not known to agree are taken to differ
+# (a rebuilt view, or a refusal), a view not known to be free of overlap may overlap, a size not
+# known to be 0 or 1 may be longer, and a buffer's extent counts such a size as at least 1 (one
+# element too many, never too few). Groups are formed by storage, so whether two members overlap
+# is never asked: they share one buffer. Sizes, strides, offsets and the grid stay expressions in
+# the graph, so a launch uses the run-time size.
+
+
 def _strides_agree(size: Sequence[IntLike], a: Sequence[IntLike], b: Sequence[IntLike]) -> bool:
     """Whether two stride lists step through memory alike for a tensor of ``size``.
 
@@ -129,12 +142,18 @@ def _strides_agree(size: Sequence[IntLike], a: Sequence[IntLike], b: Sequence[In
     size-1 dimension's stride is free (the same computation may give it another value when the
     graph runs than when it was traced), and an empty tensor's strides are never used.
     """
-    return any(s == 0 for s in size) or all(s <= 1 or x == y for s, x, y in zip(size, a, b))
+    # Note [unbacked sizes]: guard_or_false decides backed symbols as before (with a guard) and
+    # answers False where unbacked ones leave it open: not known empty, not known to be 1, strides
+    # not known equal. Every caller takes False as the conservative answer (copy, or refuse).
+    return any(guard_or_false(s == 0) for s in size) or all(
+        guard_or_false(s <= 1) or guard_or_false(x == y) for s, x, y in zip(size, a, b)
+    )
 
 
 def _same_shape(a: Geometry, b: Geometry) -> bool:
     """Same sizes, and same strides wherever a stride matters."""
-    return a[0] == b[0] and _strides_agree(a[0], a[1], b[1])
+    same_sizes = len(a[0]) == len(b[0]) and all(guard_or_false(x == y) for x, y in zip(a[0], b[0]))
+    return same_sizes and _strides_agree(a[0], a[1], b[1])
 
 
 def _group_geometry(
@@ -193,15 +212,22 @@ def compute_layouts(
 
 
 def _extent(size: Sequence[IntLike], stride: Sequence[IntLike]) -> IntLike:
-    """Elements from the first to one past the last element a view reaches (0 if empty)."""
-    if any(s == 0 for s in size):
+    """Elements from the first to one past the last element a view reaches (0 if empty).
+
+    A size that may be 0 but is not known to be (unbacked) counts as at least 1: the extent
+    may then be one element too large, never too small (Note [unbacked sizes]).
+    """
+    if any(guard_or_false(s == 0) for s in size):
         return 0
-    return 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    if all(type(s) is int for s in size):
+        return 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    extent: IntLike = 1 + sum(torch.sym_max(s - 1, 0) * st for s, st in zip(size, stride))
+    return extent
 
 
 def check_size(name: str, t: Tensor, layout: ArgLayout) -> None:
     """Refuse to launch on a tensor whose sizes differ from those the graph was traced for."""
-    if len(t.shape) != len(layout.size) or any(a != b for a, b in zip(t.shape, layout.size)):
+    if len(t.shape) != len(layout.size) or any(guard_or_false(a != b) for a, b in zip(t.shape, layout.size)):
         raise ValueError(
             f"argument '{name}' has shape {tuple(t.shape)}, but the graph was traced for "
             f"{tuple(layout.size)}; scalar arguments and the grid were fixed at trace time, "
@@ -328,16 +354,18 @@ def _group_views(members: list[tuple[Tensor, ArgLayout]], fill: int | None = Non
     """
     spans = [_span_bytes(t, lay) for t, lay in members]
     # Note [alias groups], 1: the buffer covers the members' extent, aligned as their storage is.
-    pad = 0 if fill is None else PAD_BYTES
-    lo = functools.reduce(torch.sym_min, (a for a, _ in spans))
-    lo = lo - lo % _ALIGN_BYTES - pad
-    hi = functools.reduce(torch.sym_max, (b for _, b in spans))
-    hi = hi + (-hi) % _ALIGN_BYTES + pad
+    # Counted in 16-byte blocks, so that a symbolic size is visibly a multiple of every element
+    # size (``view(dtype)`` checks that; unbacked sizes cannot be guarded, Note [unbacked sizes]).
+    pad_blocks = 0 if fill is None else PAD_BYTES // _ALIGN_BYTES
+    lo_block = functools.reduce(torch.sym_min, (a for a, _ in spans)) // _ALIGN_BYTES - pad_blocks
+    hi_block = -(-functools.reduce(torch.sym_max, (b for _, b in spans)) // _ALIGN_BYTES) + pad_blocks
+    lo = lo_block * _ALIGN_BYTES
+    nbytes = (hi_block - lo_block) * _ALIGN_BYTES
     device = members[0][0].device
     if fill is None:
-        buf = torch.empty(hi - lo, dtype=torch.uint8, device=device)
+        buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
     else:
-        buf = torch.full((hi - lo,), fill, dtype=torch.uint8, device=device)
+        buf = torch.full((nbytes,), fill, dtype=torch.uint8, device=device)
     views = []
     for t, lay in members:
         isz = t.element_size()
@@ -347,8 +375,24 @@ def _group_views(members: list[tuple[Tensor, ArgLayout]], fill: int | None = Non
     return views
 
 
+def _surely_no_overlap_symbolic(size: Sequence[IntLike], stride: Sequence[IntLike]) -> bool:
+    """``surely_no_overlap`` without guards on unbacked symbols (Note [unbacked sizes])."""
+    if any(guard_or_false(s == 0) for s in size):
+        return True
+    dims = [(s, st) for s, st in zip(size, stride) if not guard_or_false(s == 1)]
+    dims.sort(key=lambda p: (type(p[1]) is not int, p[1] if type(p[1]) is int else 0))  # concrete first
+    reach: IntLike = 1
+    for s, st in dims:  # each dimension must step past all that the ones before it reach
+        if not guard_or_false(st >= reach):
+            return False
+        reach = reach + torch.sym_max(s - 1, 0) * st
+    return True
+
+
 def surely_no_overlap(size: Sequence[IntLike], stride: Sequence[IntLike]) -> bool:
     """True when no two elements of a view share memory (False: they may)."""
+    if any(isinstance(v, torch.SymInt) for v in (*size, *stride)):
+        return _surely_no_overlap_symbolic(size, stride)
     reach: IntLike = 1
     for s, st in sorted(((s, st) for s, st in zip(size, stride) if s != 1), key=lambda p: p[1]):
         if s == 0:

@@ -25,6 +25,7 @@ from ._compat import (
     FunctionalizeContext,
     functionalize_reapplies_views,
     in_backward_pass,
+    inner_as_strided_in_view_chain,
     is_view_op,
     thread_effect_token,
     threads_effect_tokens,
@@ -295,6 +296,8 @@ def _commit_writes(
         target, value = original, outputs[name]
         if broadcast_dims(seen[name][0], seen[name][1]):  # Note [written broadcast views]
             target, value = _broadcast_write(ctx, name, original, unwrapped[name], value)
+        elif _needs_base_update(ctx, original):  # Note [writes through as_strided view chains]
+            target, value = _as_strided_chain_write(ctx, name, original, value)
         ctx.replace(target, value)
         ctx.mark_mutation_hidden_from_autograd(target)
         ctx.commit_update(target)
@@ -371,6 +374,65 @@ def _broadcast_write(
         )
     with ctx.redispatch_to_next():
         value = torch.as_strided_scatter(base_inner, new, size, inner.stride(), inner.storage_offset())
+    return base, value
+
+
+# Note [writes through as_strided view chains]
+# torch's functionalization refuses to commit a mutation through a view whose chain of views
+# from its base has an ``as_strided`` after the first step (``x.narrow(0, 0, 4).as_strided(...)``,
+# ``x.t().as_strided(...)``, ``x.as_strided(...).as_strided(...)``): as_strided's offsets count
+# from the storage, not from the view it is applied to, so its inverse is not compositional.
+# auto_functionalized_v2 avoids this by updating the *bases* of mutated arguments, and so does
+# this rule: the written view's new elements are scattered into its base's current value with
+# the view's own sizes, strides and storage offset (``as_strided_scatter``, exact: both are
+# values one level down, in one storage numbering), the base is replaced and committed (a chain
+# of length 0), and the view and everything else viewing the base regenerate from it when next
+# read. Under AOTAutograd (FunctionalTensorMode) the base is the view's ``_base``;
+# torch.func.functionalize's tensors carry no base, so there the write raises, naming the
+# argument. A view whose elements overlap (``as_strided`` with overlapping strides) cannot be
+# scattered exactly and raises as well. Only chains torch would refuse take this path: the
+# others keep the plain commit (and their graphs).
+
+
+def _needs_base_update(ctx: Any, original: Tensor) -> bool:
+    """Whether committing a write through ``original`` needs its base (Note [writes through ...])."""
+    chained = inner_as_strided_in_view_chain(original)
+    if chained is None:  # the chain cannot be read: through the base whenever there is one
+        return getattr(ctx, "mode", None) is not None and original._base is not None
+    return chained
+
+
+def _as_strided_chain_write(ctx: Any, name: str, original: Tensor, new: Tensor) -> tuple[Tensor, Tensor]:
+    """The base to replace, and its new value, for a write through an as_strided view chain."""
+    base = original._base if getattr(ctx, "mode", None) is not None else None
+    shown = (
+        f"shape {tuple(original.shape)}, strides {tuple(original.stride())}, "
+        f"storage offset {original.storage_offset()}"
+    )
+    if base is None:
+        raise NotImplementedError(
+            f"argument '{name}' is written and is a view made with as_strided() after another view "
+            f"({shown}); torch.func.functionalize cannot carry a write through such a view chain "
+            "back to its base, and gives no access to the base. Use aot_function / aot_module (or "
+            "torch.compile), or make the view with a single as_strided() call on the base"
+        )
+    if inner_as_strided_in_view_chain(base):  # a detached as_strided chain: no base to commit to
+        raise NotImplementedError(
+            f"argument '{name}' is written and is a view of a detached view made with as_strided() "
+            f"after another view ({shown}); the write cannot be carried back to the tensor both view. "
+            "Make the views of the tensor itself, not of a detach() of such a view"
+        )
+    inner = ctx.unwrap_tensors(original)
+    base_inner = ctx.unwrap_tensors(base)
+    if base_inner.dtype != inner.dtype or not surely_no_overlap(inner.shape, inner.stride()):
+        raise NotImplementedError(
+            f"argument '{name}' is written, is a view made with as_strided() after another view, and "
+            f"its elements may overlap in memory or view another dtype ({shown}); the write cannot be "
+            "carried back to the tensor it views exactly. Pass the base tensor itself, or a view "
+            "whose elements do not overlap"
+        )
+    with ctx.redispatch_to_next():
+        value = torch.as_strided_scatter(base_inner, new, inner.shape, inner.stride(), inner.storage_offset())
     return base, value
 
 

@@ -34,9 +34,20 @@ and around limits of torch 2.13 itself, which fail the same way with plain torch
   inputs once one of them is mutated: such programs return only the inputs themselves
   and values with storage of their own.
 - Functionalization cannot replay a mutation through a view chain in which ``as_strided``
-  follows another view: as_strided is only drawn directly on a storage root the program
-  owns (an intermediate, a fresh buffer, an input that is its whole base), which also
-  keeps it from reaching into a hidden base beyond a graph input's elements.
+  follows another view. The library carries a kernel's write through such a chain to the
+  view's base (AOTAutograd), but torch's own in-place ops cannot: torch in-place ops are
+  never drawn on such views (``_Sim.chained``), and under torch.func.functionalize (no
+  bases) the library refuses such a kernel write, so ``facts(program).chain_write`` leaves
+  the functionalize modes out (the test checks that it refuses). as_strided is drawn on
+  any view of a storage the program owns whole (an intermediate, a fresh buffer, an input
+  that is its whole base), which keeps it from reaching into a hidden base beyond a graph
+  input's elements.
+- A boolean-mask selection (``Mask``, ``v = x[x % 2 == 0]``) has a data-dependent size:
+  programs with one are traced with ``dynamic=True`` (``aot_kwargs``; FakeTensor refuses
+  them in static mode) and also under make_fx symbolic; no view is drawn of such a value
+  (a view with a concrete size would guard on the unbacked size, in torch itself), and none
+  is drawn where graph inputs alias each other (torch 2.13's AOTAutograd with dynamic=True
+  fails on aliasing inputs, "s21 ... is not tracked with proxy", with plain torch ops too).
 - ``reshape`` may view or copy, and torch.func.functionalize reports contiguous strides
   for a mutated input (eager keeps them), so the two can disagree: ``Reshape`` is drawn
   only where ``view`` is legal, and a copy is spelled out as ``CopyView``.
@@ -279,6 +290,27 @@ class Fresh:
         )
 
 
+MASK_OPS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
+    "even": (lambda t: t[t % 2 == 0], "{0}[{0} % 2 == 0]"),
+    "not3": (lambda t: t[t % 3 != 0], "{0}[{0} % 3 != 0]"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mask:
+    """``name = src[pred(src)]``: a 1-d copy whose size depends on the data (unbacked when traced)."""
+
+    name: str
+    src: str
+    pred: str
+
+    def run(self, env: dict[str, Any], wrap: Any) -> None:
+        env[self.name] = MASK_OPS[self.pred][0](env[self.src])
+
+    def source(self) -> str:
+        return f"{self.name} = " + MASK_OPS[self.pred][1].format(self.src)
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelSpec:
     fn: Any
@@ -349,7 +381,8 @@ def layout(t: torch.Tensor) -> tuple[int, ...]:
     size = (1,) * pad + tuple(t.shape)
     stride = (0,) * pad + tuple(t.stride())
     # An empty view may have a zero size; its lanes are all masked, but elem() divides by sizes.
-    return (t.numel(), max(size[1], 1), max(size[2], 1), *stride)
+    # torch.sym_max: no guard on a data-dependent (unbacked) size (a Mask value's).
+    return (t.numel(), torch.sym_max(size[1], 1), torch.sym_max(size[2], 1), *stride)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -405,7 +438,7 @@ class Launch:
         return f"with torch.no_grad(): {call}" if self.no_grad else call
 
 
-Step = Derive | Compute | Fresh | Launch | TorchInplace
+Step = Derive | Compute | Fresh | Launch | TorchInplace | Mask
 
 
 # --- programs -----------------------------------------------------------------------------------------
@@ -559,6 +592,25 @@ class Facts:
     views_refused: bool  # limit (1): a launch passes distinct aliases of a written argument
     returns_grad_input: bool  # under no_grad, an output is a graph input that requires grad
     restride_refusal: bool  # README: distinct aliases of a non-contiguous input after a torch in-place op
+    chain_write: bool = False  # a launch writes a view whose chain has as_strided after another view
+    unbacked: bool = False  # a Mask step: traced with dynamic=True (aot_kwargs)
+
+
+def chained_views(program: Program) -> set[str]:
+    """Values whose view chain (from their functional base) has ``as_strided`` after another view.
+
+    Graph inputs, intermediates and fresh buffers are bases (chain length 0); ``Derive`` adds one
+    view to its source's chain.
+    """
+    depth: dict[str, int] = {}
+    chained: set[str] = set()
+    for step in program.steps:
+        if isinstance(step, Derive):
+            depth[step.name] = depth.get(step.src, 0) + 1
+            after_a_view = depth.get(step.src, 0) >= 1
+            if step.src in chained or (isinstance(step.view, AsStrided) and after_a_view):
+                chained.add(step.name)
+    return chained
 
 
 def refused_with_views_as_copies(spec: KernelSpec, tensors: Sequence[torch.Tensor]) -> bool:
@@ -596,7 +648,20 @@ def facts(program: Program) -> Facts:
                 restrided.add(_storage(env[step.target]))
             step.run(env, None)
     returns_grad_input = any(env[r].requires_grad for r in program.returns)
-    return Facts(any(aliasing_bases(program)), refused, returns_grad_input, restride_refusal)
+    chained = chained_views(program)
+    chain_write = any(
+        isinstance(s, Launch) and any(s.args[w] in chained for w in KERNELS[s.kernel].written)
+        for s in program.steps
+    )
+    unbacked = any(isinstance(s, Mask) for s in program.steps)
+    return Facts(
+        any(aliasing_bases(program)), refused, returns_grad_input, restride_refusal, chain_write, unbacked
+    )
+
+
+def aot_kwargs(program: Program) -> dict[str, Any]:
+    """Keyword arguments for check_matches_eager: ``dynamic=True`` for data-dependent sizes."""
+    return {"dynamic": True} if facts(program).unbacked else {}
 
 
 AOT_MODES = ("aot_function", "aot_module", "reinplace", "reinplace_keep")
@@ -610,14 +675,14 @@ def modes_for(program: Program) -> tuple[str, ...]:
     """
     f = facts(program)
     always = (*AOT_MODES, "make_fx")
-    if f.aliasing_inputs:  # limit (3)
+    if f.aliasing_inputs or f.chain_write:  # limit (3); a write through an as_strided chain
         return always
     if f.returns_grad_input:
         # make_fx(functionalize(f)) returns fresh tensors (torch's semantics), so an output that is
         # a requires_grad input in eager comes back not requiring grad; the harness compares
         # requires_grad, so only the modes that regenerate aliases can check such a program.
         return always
-    modes = (*always, "functionalize")
+    modes = (*always, "functionalize", *(("symbolic",) if f.unbacked else ()))
     return modes if f.views_refused else (*modes, "functionalize_views")  # limit (1)
 
 
@@ -665,11 +730,10 @@ def as_strided_ops(draw: st.DrawFn, storage_numel: int) -> AsStrided:
 
 @st.composite
 def view_ops(draw: st.DrawFn, t: torch.Tensor, root: bool) -> ViewOp:
-    """A view op legal on ``t``; as_strided only on a storage root the program owns.
+    """A view op legal on ``t``; as_strided (``root``) only on a storage the program owns whole.
 
-    Functionalization cannot replay a mutation through a view chain in which as_strided
-    follows another view ("as_strided() is non-compositional"), for intermediates and inputs
-    alike, so as_strided is only ever the first view of a root.
+    as_strided may follow other views (a chain torch's functionalization cannot commit a
+    mutation through: the library updates the base, see the module docstring).
     """
     kinds = ["slice", "permute", "select", "unsqueeze", "view", "as_strided", "detach"]
     nonempty = [d for d in range(t.dim()) if t.shape[d] > 0]
@@ -718,7 +782,9 @@ class _Sim:
 
     def __init__(self, program_inputs: Sequence[Input], tensors: Sequence[torch.Tensor], roots: set[str]):
         self.env: dict[str, torch.Tensor] = {i.name: t for i, t in zip(program_inputs, tensors)}
-        self.roots = roots  # values that own their whole storage and are no view: as_strided may start there
+        self.roots = roots  # values that own their whole storage and are no view
+        self.root_storages = {_storage(self.env[r]) for r in roots}  # as_strided may view these
+        self.unbacked: set[str] = set()  # Mask values (data-dependent sizes): no views of them
         self.steps: list[Step] = []
         self.written: set[int] = set()  # storages some launch writes
         self.counter = itertools.count(1)
@@ -730,14 +796,30 @@ class _Sim:
         step.run(self.env, None)
         if isinstance(step, (Compute, Fresh)):  # not CopyView: a view (of its clone) already
             self.roots.add(step.name)
+            self.root_storages.add(_storage(self.env[step.name]))
+        if isinstance(step, Mask) or (isinstance(step, Fresh) and step.like in self.unbacked):
+            self.unbacked.add(step.name)
+        if isinstance(step, Compute) and step.src in self.unbacked:
+            self.unbacked.add(step.name)
         self.steps.append(step)
+
+    def chained(self) -> set[str]:
+        return chained_views(Program((), (), tuple(self.steps), ()))
 
     def new_name(self) -> str:
         return f"v{next(self.counter)}"
 
     def derive(self, draw: st.DrawFn, src: str) -> str:
+        if src in self.unbacked:  # a view with a concrete size would guard on the data-dependent one
+            return src
         name = self.new_name()
-        self.add(Derive(name, src, draw(view_ops(self.env[src], src in self.roots))))
+        t = self.env[src]
+        owned = _storage(t) in self.root_storages and _storage_numel(t) > 0
+        if owned and src not in self.roots and draw(st.integers(0, 3)) == 0:
+            # a view of an owned storage: as_strided now makes a chain (issue 15), drawn often
+            self.add(Derive(name, src, draw(as_strided_ops(_storage_numel(t)))))
+        else:
+            self.add(Derive(name, src, draw(view_ops(t, owned))))
         return name
 
 
@@ -759,7 +841,12 @@ def _draw_arg(draw: st.DrawFn, sim: _Sim, role: str, earlier: list[str]) -> str:
         choices.append("alias_of_earlier")
     if role in ("out", "acc") or not choices:
         choices.insert(0, "fresh")
+    chained = [n for n in sim.chained() if role != "acc" or sim.env[n].numel() > 0]
+    if chained and role in ("inout", "out"):
+        choices.append("chained")  # a write through an as_strided chain (issue 15)
     how = draw(st.sampled_from(choices))
+    if how == "chained":
+        return draw(st.sampled_from(chained))
     if how == "fresh":
         name = sim.new_name()
         if role == "acc":
@@ -835,18 +922,25 @@ def programs(draw: st.DrawFn, max_steps: int = 8) -> Program:
     sim = _Sim(program_inputs, tensors, roots)
     n_steps = draw(st.integers(1, max_steps))
     for _ in range(n_steps):
-        kind = draw(st.sampled_from(["launch", "derive", "compute", "torch_inplace"]))
+        # AOTAutograd with dynamic=True fails on aliasing graph inputs ("s21 ... is not tracked with
+        # proxy", plain torch ops too): Mask (traced dynamic) only where inputs do not alias.
+        kinds = ["launch", "derive", "compute", "torch_inplace", *(() if any(shared) else ("mask",))]
+        kind = draw(st.sampled_from(kinds))
         if kind == "launch":
             draw(launches(sim))
         elif kind == "torch_inplace":
             grad_storages = {_storage(t) for t in sim.env.values() if t.requires_grad}
-            targets = [n for n, t in sim.env.items() if _storage(t) not in grad_storages]
+            chained = sim.chained()  # torch cannot commit its own mutation through those
+            targets = [n for n, t in sim.env.items() if _storage(t) not in grad_storages and n not in chained]
             if targets:
                 target = draw(st.sampled_from(targets))
                 sim.written.add(_storage(sim.env[target]))
                 sim.add(TorchInplace(target, draw(st.sampled_from(list(TORCH_INPLACE_OPS)))))
         elif kind == "derive":
             sim.derive(draw, draw(st.sampled_from(sim.names())))
+        elif kind == "mask":
+            src = draw(st.sampled_from(sim.names()))
+            sim.add(Mask(sim.new_name(), src, draw(st.sampled_from(list(MASK_OPS)))))
         else:
             op = draw(st.sampled_from(list(COMPUTE_OPS)))
             sim.add(Compute(sim.new_name(), draw(st.sampled_from(sim.names())), op))

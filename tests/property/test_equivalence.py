@@ -43,6 +43,7 @@ from tests.property.strategies import (
     Fresh,
     Input,
     Launch,
+    Mask,  # noqa: F401
     Permute,
     Program,
     Select,
@@ -61,7 +62,7 @@ def _signature(error: BaseException) -> tuple[type, str]:
 def _upstream_also_fails(program: Program, mode: str, no_grad: bool, error: BaseException) -> bool:
     native, make_inputs = S.build(program, native=True)
     try:
-        check_matches_eager(native, make_inputs, modes=(mode,), no_grad=(no_grad,))
+        check_matches_eager(native, make_inputs, modes=(mode,), no_grad=(no_grad,), **S.aot_kwargs(program))
     except Exception as native_error:  # noqa: BLE001  (any failure of torch itself)
         return _signature(native_error) == _signature(error)
     return False
@@ -73,14 +74,15 @@ def _check_in_this_process(program: Program) -> list[str]:
     modes = S.modes_for(program)
     facts = S.facts(program)
     events: list[str] = []
+    extra = S.aot_kwargs(program)  # dynamic=True for data-dependent sizes
     try:
-        check_matches_eager(prog, make_inputs, modes=modes, no_grad=program.no_grad)
+        check_matches_eager(prog, make_inputs, modes=modes, no_grad=program.no_grad, **extra)
     except Exception:
         # Find the failing (mode, no_grad) pairs; re-raise unless torch itself fails there too.
         for mode in modes:
             for ng in program.no_grad:
                 try:
-                    check_matches_eager(prog, make_inputs, modes=(mode,), no_grad=(ng,))
+                    check_matches_eager(prog, make_inputs, modes=(mode,), no_grad=(ng,), **extra)
                 except NotImplementedError as error:
                     # README known limit: distinct aliases of a non-contiguous input written by a
                     # torch in-place op are refused; accepted only where facts() says it may apply.
@@ -91,7 +93,14 @@ def _check_in_this_process(program: Program) -> list[str]:
                     if not _upstream_also_fails(program, mode, ng, error):
                         raise
                     events.append(f"upstream torch failure: {mode}, {_signature(error)[1][:60]}")
-    if facts.views_refused and not facts.aliasing_inputs:
+    # make_fx traces a Mask with real tensors and fails on its data-dependent size (torch's own
+    # limit), so the refusal checks below cannot run for programs with one.
+    if facts.chain_write and not facts.aliasing_inputs and not facts.unbacked:
+        # Note [writes through as_strided view chains]: torch.func.functionalize exposes no base
+        functionalized = torch.func.functionalize(lambda *xs: prog(ft.wrap_triton, *xs))
+        with torch.no_grad(), pytest.raises(NotImplementedError, match=r"as_strided\(\) after another view"):
+            make_fx(functionalized)(*make_inputs())
+    if facts.views_refused and not facts.aliasing_inputs and not facts.unbacked:
         views_removed = torch.func.functionalize(
             lambda *xs: prog(ft.wrap_triton, *xs), remove="mutations_and_views"
         )
@@ -104,6 +113,11 @@ def check_program(program: Program) -> None:
     """Check one program in a forked child (a crash is a failure, not the end of the session)."""
     note(program.source())
     note(f"modes: {S.modes_for(program)}")
+    facts = S.facts(program)
+    if facts.unbacked:
+        event("drawn: a data-dependent size (Mask)")
+    if S.chained_views(program):
+        event("drawn: as_strided after another view" + (", written" if facts.chain_write else ""))
     for name in S.run_isolated(lambda: _check_in_this_process(program)):
         event(name)
 
