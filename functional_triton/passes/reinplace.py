@@ -46,12 +46,12 @@ in-place write into an input is what AOTAutograd does around the graph:
   inputs are reinplaced under the same rule as intermediates.
 
 Storages are tracked with a union-find over the fake tensors' storages in
-``node.meta["val"]``, merged as groups are reinplaced. A node whose every group is reinplaced becomes a
-``triton_kernel_wrapper_mutation`` launch between ``launch_arguments`` and ``write_back``.
-Those check, when the graph runs, what the pass could only see in fake tensors: sizes (a
-graph replayed for other sizes raises instead of launching with stale parameters) and
-strides (a fake tensor's may differ from the real one's; an argument that does not match is
-re-strided, or its group rebuilt and written back, as the functional operator would).
+``node.meta["val"]``, merged as groups are reinplaced. A node whose every group is reinplaced
+becomes one ``launch_in_place`` call (Note [in-place launch node]). It checks, when the graph
+runs, what the pass could only see in fake tensors: sizes (a graph replayed for other sizes
+raises instead of launching with stale parameters) and strides (a fake tensor's may differ
+from the real one's; an argument that does not match is re-strided, or its group rebuilt and
+written back, as the functional operator would).
 Groups reinplaced in a node that keeps other clones are marked with ``in_place_group`` and
 get the same treatment from the functional operator.
 """
@@ -69,8 +69,10 @@ from torch import fx
 
 from .._compat import is_view_op, storage_id
 from ..aliasing import ArgLayout, Sharing, check_untraced_aliasing, rebuild_arguments, write_back
+from ..dense import launch_planned, launch_raw
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
-from ..node import FunctionalNode, MutationNode
+from ..launch_spec import LaunchKind, classify
+from ..node import FunctionalNode, MutationNode, launch_plan
 from .boxed import boxed_freeing_inputs
 
 aten = torch.ops.aten
@@ -101,6 +103,46 @@ def launch_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[A
     return kwargs
 
 
+def launch_in_place(
+    *,
+    kernel_idx: int | str,
+    constant_args_idx: int | str,
+    grid: Sequence[Any] | None,
+    kwargs: dict[str, Any],
+    layouts: Mapping[str, Sequence[Any]],
+) -> None:
+    """A launch the pass made in place (Note [in-place launch node]): one graph node.
+
+    The arguments as the functional node names them, its layouts with the groups marked in place.
+    """
+    if classify((), kwargs) is LaunchKind.PLAIN:  # Note [no dispatch for plain tensors]
+        for name, raw in layouts.items():
+            t = kwargs[name]
+            if t.shape != raw[1] or t.stride() != raw[2]:  # torch.Size equals a tuple of ints
+                break
+        else:  # the traced geometry: launch on the arguments themselves
+            check_untraced_aliasing(kwargs, layouts)  # the pass relied on the traced aliasing too
+            if not launch_planned(launch_plan(kernel_idx, constant_args_idx), grid, kwargs):
+                launch_raw(MutationNode(kernel_idx, constant_args_idx, grid, kwargs))
+            return
+    launched = launch_arguments(kwargs, layouts)
+    triton_kernel_wrapper_mutation(
+        kernel_idx=kernel_idx, constant_args_idx=constant_args_idx, grid=grid, kwargs=dict(launched)
+    )
+    write_back(kwargs, launched, layouts)
+
+
+# Note [in-place launch node]
+# A node the pass launches in place becomes one call of ``launch_in_place``, holding the
+# functional node's keywords less ``tensors_to_clone`` (its layouts' groups marked with
+# ``in_place_group``). On plain tensors whose sizes and strides are the traced ones (compared
+# once, exactly) it checks the aliasing the graph was traced for and launches through the
+# node's launch plan (Note [planned launches]); the traced-geometry check of the mutation
+# operator (Note [traced geometry]) is then implied. Anything else takes the general path:
+# ``launch_arguments`` (sizes that differ raise, strides that differ re-stride or rebuild),
+# the mutation operator on what it returns (dispatched under a mode or on traced tensors, so a
+# graph traced again records a mutation node), and ``write_back`` of rebuilt members.
+torch.fx.node.has_side_effect(launch_in_place)
 torch.fx.node.has_side_effect(write_back)
 
 
@@ -406,18 +448,11 @@ def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> No
     if to_clone:
         node.kwargs = functional.replace(layouts=layouts, tensors_to_clone=to_clone).as_kwargs()
         return
-    kwargs = functional.kwargs
-    with graph.inserting_before(node):
-        args = graph.call_function(launch_arguments, (), {"kwargs": kwargs, "layouts": layouts})
-        launched = {
-            n: graph.call_function(operator.getitem, (args, n)) if n in layouts else v
-            for n, v in kwargs.items()
-        }
-        launch_node = MutationNode(
-            functional.kernel_idx, functional.constant_args_idx, functional.grid, launched
-        )
-        launch = graph.call_function(triton_kernel_wrapper_mutation, (), launch_node.as_kwargs())
-        graph.call_function(write_back, (), {"kwargs": kwargs, "launched": args, "layouts": layouts})
+    launch_node = MutationNode(
+        functional.kernel_idx, functional.constant_args_idx, functional.grid, functional.kwargs
+    )
+    with graph.inserting_before(node):  # Note [in-place launch node]
+        launch = graph.call_function(launch_in_place, (), {**launch_node.as_kwargs(), "layouts": layouts})
     launch.meta["val"] = None
     node.replace_all_uses_with(launch)
     graph.erase_node(node)

@@ -11,6 +11,7 @@ from functorch.compile import aot_function
 
 import functional_triton as ft
 from functional_triton import _compat
+from functional_triton.passes.reinplace import launch_in_place
 from tests import kernels as K
 from tests.harness import check_matches_eager
 from tests.helpers import Capture, CloneCounts, cloned_names, targets
@@ -73,7 +74,7 @@ def test_every_benchmark_case_launches_in_place_with_no_copies(case: str) -> Non
     (gm,) = kept.graphs
     seen = targets(gm)
     assert ft.triton_kernel_wrapper_functional not in seen, gm.code
-    assert ft.triton_kernel_wrapper_mutation in seen, gm.code
+    assert launch_in_place in seen, gm.code
     copies = {
         aten.copy_.default,
         aten.slice_scatter.default,
@@ -113,7 +114,7 @@ def test_training_graph_input_written_in_place_only_when_its_copy_back_is_in_the
 
     kept = _training_graphs(prog, keep=True)[0]
     assert ft.triton_kernel_wrapper_functional not in targets(kept), kept.code
-    assert ft.triton_kernel_wrapper_mutation in targets(kept) and aten.copy_.default not in targets(kept)
+    assert launch_in_place in targets(kept) and aten.copy_.default not in targets(kept)
     returned = _training_graphs(prog, keep=False)[0]
     assert ft.triton_kernel_wrapper_functional in targets(returned), returned.code
     check_matches_eager(
@@ -173,7 +174,7 @@ def test_inner_compiler_receives_the_rewritten_graph() -> None:
             torch.arange(16.0)
         )
     assert torch.equal(out, torch.arange(16.0) * 2)
-    assert ft.triton_kernel_wrapper_mutation in targets(kept.graphs[0])
+    assert launch_in_place in targets(kept.graphs[0])
 
 
 def test_in_place_group_kept_when_strides_match_rebuilt_and_written_back_otherwise() -> None:
