@@ -67,11 +67,11 @@ from typing import Any, cast
 import torch
 from torch import fx
 
-from .._compat import is_view_op, storage_id
+from .._compat import dispatch_stack_len, functorch_interpreter, is_view_op, storage_id
 from ..aliasing import ArgLayout, Sharing, check_untraced_aliasing, rebuild_arguments, write_back
 from ..dense import launch_planned, launch_raw
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
-from ..launch_spec import LaunchKind, classify
+from ..launch_spec import is_plain
 from ..node import FunctionalNode, MutationNode, launch_plan
 from .boxed import boxed_freeing_inputs
 
@@ -115,21 +115,40 @@ def launch_in_place(
 
     The arguments as the functional node names them, its layouts with the groups marked in place.
     """
-    if classify((), kwargs) is LaunchKind.PLAIN:  # Note [no dispatch for plain tensors]
-        for name, raw in layouts.items():
-            t = kwargs[name]
-            if t.shape != raw[1] or t.stride() != raw[2]:  # torch.Size equals a tuple of ints
-                break
-        else:  # the traced geometry: launch on the arguments themselves
-            check_untraced_aliasing(kwargs, layouts)  # the pass relied on the traced aliasing too
-            if not launch_planned(launch_plan(kernel_idx, constant_args_idx), grid, kwargs):
-                launch_raw(MutationNode(kernel_idx, constant_args_idx, grid, kwargs))
-            return
+    if _launched_as_traced(kwargs, layouts):
+        if not launch_planned(launch_plan(kernel_idx, constant_args_idx), grid, kwargs):
+            launch_raw(MutationNode(kernel_idx, constant_args_idx, grid, kwargs))
+        return
     launched = launch_arguments(kwargs, layouts)
     triton_kernel_wrapper_mutation(
         kernel_idx=kernel_idx, constant_args_idx=constant_args_idx, grid=grid, kwargs=dict(launched)
     )
     write_back(kwargs, launched, layouts)
+
+
+def _launched_as_traced(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> bool:
+    """Whether a launch in place may go ahead on the arguments themselves: no mode, plain tensors
+    with the traced sizes and strides (exactly), and the traced aliasing. One pass over the
+    tensors does what ``classify``, the layout comparison and ``check_untraced_aliasing`` do.
+    """
+    if dispatch_stack_len() or functorch_interpreter() is not None:
+        return False
+    if len(kwargs) != len(layouts) and not is_plain((), kwargs):  # symbols among the arguments
+        return False
+    addresses = set()
+    for name, raw in layouts.items():
+        t = kwargs[name]
+        if type(t) not in _PLAIN_TENSOR_TYPES or t.is_meta:
+            return False
+        if t.shape != raw[1] or t.stride() != raw[2]:  # torch.Size equals a tuple of ints
+            return False
+        addresses.add(t.untyped_storage().data_ptr())
+    if len(addresses) != len(layouts):  # arguments sharing a storage (or empty ones): look closer
+        check_untraced_aliasing(kwargs, layouts)  # the pass relied on the traced aliasing too
+    return True
+
+
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 # Note [in-place launch node]

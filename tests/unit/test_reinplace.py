@@ -378,3 +378,61 @@ def test_inference_input_writes_done_in_place(case: str, keep: bool) -> None:
     (gm,) = compiler.graphs
     assert aten.copy_.default not in targets(gm), gm.code
     check_matches_eager(prog, make_inputs, modes=("reinplace", "reinplace_keep"))
+
+
+def _chain_in_place(wrap, x):
+    y = x * 2
+    for _ in range(3):
+        wrap(K.add_one_inplace)[(1,)](y, y.numel(), BLOCK=16)
+    return y
+
+
+def _reinplaced_chain() -> torch.fx.GraphModule:
+    kept = Capture()
+    with torch.no_grad():
+        aot_function(functools.partial(_chain_in_place, ft.wrap_triton), fw_compiler=reinplacing(kept))(
+            torch.arange(16.0)
+        )
+    (gm,) = kept.graphs
+    return gm
+
+
+def test_a_launch_in_place_is_one_node_that_dead_code_elimination_keeps() -> None:
+    """Note [in-place launch node]: each launch is one call, nothing else of this library's around it."""
+    gm = _reinplaced_chain()
+    gm.graph.eliminate_dead_code()
+    assert targets(gm) == [aten.mul.Tensor, launch_in_place, launch_in_place, launch_in_place], gm.code
+    (node, *_) = (n for n in gm.graph.nodes if n.target is launch_in_place)
+    assert set(node.kwargs) == {"kernel_idx", "constant_args_idx", "grid", "kwargs", "layouts"}
+    assert [raw[0] for raw in node.kwargs["layouts"].values()] == [-2]  # marked in place
+    assert "functional_triton_passes_reinplace_launch_in_place(kernel_idx = " in gm.code
+
+
+def test_a_reinplaced_graph_names_its_launch_by_an_importable_name() -> None:
+    """The launch is a module-level function: FX's code names it by module and name, and a copy of
+    the graph (what Inductor's decisions and graph copies make) recompiles and runs."""
+    import importlib
+
+    from torch.fx.node import _get_qualified_name
+
+    module, _, name = _get_qualified_name(launch_in_place).rpartition(".")
+    assert getattr(importlib.import_module(module), name) is launch_in_place
+    gm = _reinplaced_chain()
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    copy = torch.fx.GraphModule(gm, graph)
+    x = torch.arange(16.0)
+    (got,) = copy(x)
+    torch.testing.assert_close(got, x * 2 + 3, rtol=0, atol=0)
+
+
+def test_tracing_a_reinplaced_graph_again_records_the_mutation_operator() -> None:
+    """Traced tensors take launch_in_place's general path: the mutation operator, dispatched."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = _reinplaced_chain()
+    traced = make_fx(gm)(torch.arange(16.0))
+    assert targets(traced).count(ft.triton_kernel_wrapper_mutation) == 3, traced.code
+    x = torch.arange(16.0)
+    (got,) = traced(x)
+    torch.testing.assert_close(got, x * 2 + 3, rtol=0, atol=0)
