@@ -183,11 +183,14 @@ def nop(gm: torch.fx.GraphModule, _: Any) -> Any:
     return make_boxed_func(gm.forward)
 
 
-def _chain(launches: int, wrap: Callable[[Any], Any]) -> Callable[[torch.Tensor], torch.Tensor]:
+def _chain(launches: int, wrap: Callable[[Any], Any] | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``wrap=None``: the same program without its launches (its other ops alone)."""
+
     def f(x: torch.Tensor) -> torch.Tensor:
         for _ in range(launches):
             out = torch.empty_like(x)
-            wrap(add_one_out)[(1,)](x, out, x.numel(), BLOCK=64)
+            if wrap is not None:
+                wrap(add_one_out)[(1,)](x, out, x.numel(), BLOCK=64)
             x = out
         return x
 
@@ -205,11 +208,12 @@ def _chain_aten(launches: int) -> Callable[[torch.Tensor], torch.Tensor]:
     return f
 
 
-def _in_place(launches: int, wrap: Callable[[Any], Any]) -> Callable[[torch.Tensor], torch.Tensor]:
+def _in_place(launches: int, wrap: Callable[[Any], Any] | None) -> Callable[[torch.Tensor], torch.Tensor]:
     def f(x: torch.Tensor) -> torch.Tensor:
         y = x + 0  # an intermediate: every launch on it is reinplaced
-        for _ in range(launches):
-            wrap(add_one)[(1,)](y, y.numel(), BLOCK=64)
+        if wrap is not None:
+            for _ in range(launches):
+                wrap(add_one)[(1,)](y, y.numel(), BLOCK=64)
         return y
 
     return f
@@ -222,8 +226,10 @@ def replayed_graphs() -> None:
         "replayed graphs (us per call, synchronised; aot_function, inference; "
         + ("GPU)" if GPU else "CPU host, kernels' run a no-op)")
     )
-    print("  launches  program              raw    ft+rp  aot-empty  aot-aten  excess/launch")
-    print("  (aot-aten: empty_like + copy_ per launch; excess = (ft+rp - raw - aot-empty) / launches)")
+    print("  launches  program              raw    ft+rp  aot-empty  aot-aten  excess/launch  net/launch")
+    print("  (aot-aten: empty_like + copy_ per launch; excess = (ft+rp - raw - aot-empty) / launches;")
+    print("   net: the other ops removed on both sides, ((ft+rp - aot-rest) - (raw - rest)) / launches,")
+    print("   rest = the program without its launches, eager and as an aot_function graph)")
 
     def compiled(f: Callable[..., Any], compiler: Any) -> Callable[[], Any]:
         g = aot_function(f, fw_compiler=compiler, keep_inference_input_mutations=True)
@@ -241,11 +247,14 @@ def replayed_graphs() -> None:
                 "ft+rp": compiled(make(launches, ft.wrap_triton), ft.reinplace_compiler),
                 "aot-empty": empty,
                 "aot-aten": compiled(_chain_aten(launches), nop),
+                "rest": eager(make(launches, None)),
+                "aot-rest": compiled(make(launches, None), nop),
             }
             t = side_by_side(cases, 300 if GPU else max(3000 // launches, 20), each=True)
             excess = (t["ft+rp"] - t["raw"] - t["aot-empty"]) / launches
+            net = ((t["ft+rp"] - t["aot-rest"]) - (t["raw"] - t["rest"])) / launches
             cols = " ".join(f"{t[c] * 1e6:8.1f}" for c in ("raw", "ft+rp", "aot-empty", "aot-aten"))
-            print(f"  {launches:8d}  {label:16s} {cols}  {excess * 1e6:8.2f}")
+            print(f"  {launches:8d}  {label:16s} {cols}  {excess * 1e6:8.2f}  {net * 1e6:10.2f}")
             if launches == 100 and label == "in place":
                 profile("ft+rp, 100 in-place launches", cases["ft+rp"], 50)
 

@@ -318,7 +318,20 @@ def check_untraced_aliasing(kwargs: Mapping[str, Any], layouts: Mapping[str, Seq
     """Raise if arguments of distinct alias groups, one written, overlap (Note [aliasing the graph ...])."""
     if len(layouts) < 2:
         return  # nothing to overlap with
-    # A storage's address is its first element's minus the offset (cheaper than untyped_storage()).
+    # The common case, every argument in a storage of its own: one storage address each.
+    # (A storage's address is unique among live storages; empty storages may share a null one,
+    # and meta ones carry none: those take the complete check below, which skips them.)
+    addresses = set()
+    for name in layouts:
+        t = kwargs[name]
+        if type(t) in _REAL_TENSOR_TYPES:
+            address = t.untyped_storage().data_ptr()
+            if address in addresses:
+                break
+            addresses.add(address)
+    else:
+        return
+    # A storage's address is its first element's minus the offset.
     members = [
         (name, raw[0], t, t.data_ptr() - t.storage_offset() * t.element_size())
         for name, raw in layouts.items()
@@ -352,15 +365,8 @@ def _group_views(members: list[tuple[Tensor, ArgLayout]], fill: int | None = Non
     ``fill``: a byte to fill the buffer with, and pad it with on both sides, before the members
     are copied in (the bounds check of bounds.py; None: uninitialised and unpadded).
     """
-    spans = [_span_bytes(t, lay) for t, lay in members]
     # Note [alias groups], 1: the buffer covers the members' extent, aligned as their storage is.
-    # Counted in 16-byte blocks, so that a symbolic size is visibly a multiple of every element
-    # size (``view(dtype)`` checks that; unbacked sizes cannot be guarded, Note [unbacked sizes]).
-    pad_blocks = 0 if fill is None else PAD_BYTES // _ALIGN_BYTES
-    lo_block = functools.reduce(torch.sym_min, (a for a, _ in spans)) // _ALIGN_BYTES - pad_blocks
-    hi_block = -(-functools.reduce(torch.sym_max, (b for _, b in spans)) // _ALIGN_BYTES) + pad_blocks
-    lo = lo_block * _ALIGN_BYTES
-    nbytes = (hi_block - lo_block) * _ALIGN_BYTES
+    lo, nbytes = _group_span(members, 0 if fill is None else PAD_BYTES)
     device = members[0][0].device
     if fill is None:
         buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
@@ -524,6 +530,66 @@ def write_back(
         with torch.no_grad():  # only around copies: a decorator would cost every launch node
             for name in rebuilt:
                 copy_into(kwargs[name], launched[name])
+
+
+# Note [fake outputs]
+# Under FakeTensorMode and for meta tensors the functional operator's outputs need only what
+# a tensor's metadata says: sizes, strides, storage offset, dtype, and which outputs share a
+# storage. The dense rule's buffer per group is a uint8 allocation viewed in each member's
+# dtype, with each member's elements copied in: on fake tensors every one of those is a full
+# dispatch and computes nothing anyone reads. So the fake rule allocates one buffer per
+# written group of the same bytes (``_group_span``: the same start, rounded down, and end), in
+# the members' dtype when they share one, and makes each written member a view of it with the
+# sizes, strides and storage offset the dense rule gives it; nothing is copied. Members of one
+# group share that storage, groups have storages of their own, as in the dense rule
+# (tests/unit/test_fake_outputs.py compares the two on real tensors).
+
+
+def _group_span(members: list[tuple[Tensor, ArgLayout]], pad: int) -> tuple[IntLike, IntLike]:
+    """A group's buffer: ``nbytes`` of the storage from byte ``lo`` (Note [alias groups], 1).
+
+    Counted in 16-byte blocks, so that a symbolic size is visibly a multiple of every element
+    size (``view(dtype)`` checks that; unbacked sizes cannot be guarded, Note [unbacked sizes]).
+    """
+    spans = [_span_bytes(t, lay) for t, lay in members]
+    pad_blocks = pad // _ALIGN_BYTES
+    lo_block = functools.reduce(torch.sym_min, (a for a, _ in spans)) // _ALIGN_BYTES - pad_blocks
+    hi_block = -(-functools.reduce(torch.sym_max, (b for _, b in spans)) // _ALIGN_BYTES) + pad_blocks
+    return lo_block * _ALIGN_BYTES, (hi_block - lo_block) * _ALIGN_BYTES
+
+
+def fake_outputs(
+    kwargs: Mapping[str, Any], tensors_to_clone: Sequence[str], layouts: Mapping[str, Sequence[Any]]
+) -> dict[str, Tensor]:
+    """``functional_outputs``' written tensors, built without copying (Note [fake outputs])."""
+    groups: dict[int, list[str]] = {}
+    for name, raw in layouts.items():
+        lay = ArgLayout.from_tuple(raw)
+        check_size(name, kwargs[name], lay)  # as the dense rule refuses them
+        if lay.sharing is Sharing.CLONED:
+            groups.setdefault(lay.group, []).append(name)
+    written = set(tensors_to_clone)
+    views: dict[str, Tensor] = {}
+    for names in groups.values():
+        if written.isdisjoint(names):
+            continue
+        members = [(kwargs[n], ArgLayout.from_tuple(layouts[n])) for n in names]
+        lo, nbytes = _group_span(members, 0)
+        device = members[0][0].device
+        dtypes = {t.dtype for t, _ in members}
+        if len(dtypes) == 1:
+            isz = members[0][0].element_size()
+            buf = torch.empty_strided((nbytes // isz,), (1,), dtype=dtypes.pop(), device=device)
+        else:  # members of several dtypes: a byte buffer, viewed in each member's
+            buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        for name, (t, lay) in zip(names, members):
+            if name in written:
+                isz = t.element_size()
+                base = buf if buf.dtype == t.dtype else buf.view(t.dtype)
+                views[name] = base.as_strided(lay.size, lay.stride, (lay.storage_offset * isz - lo) // isz)
+    if not written.issubset(views):  # a written argument outside the cloned groups: the dense rule's way
+        return functional_outputs(kwargs, tensors_to_clone, layouts)[1]
+    return {name: views[name] for name in tensors_to_clone}
 
 
 def functional_outputs(

@@ -14,7 +14,13 @@ from torch import Tensor
 from .aliasing import check_traced_geometry, check_untraced_aliasing, functional_outputs, write_back
 from .bounds import checking_bounds, launch_checked_bounds
 from .launch_spec import GridByConfig, checked_grid_fn
-from .node import FunctionalNode, MutationNode, check_constexpr_guards, kernel_arguments
+from .node import (
+    FunctionalNode,
+    LaunchPlan,
+    MutationNode,
+    check_constexpr_guards,
+    kernel_arguments,
+)
 
 
 def launch_raw(node: MutationNode, kwargs: Mapping[str, Any] | None = None) -> None:
@@ -52,13 +58,40 @@ def launch_raw(node: MutationNode, kwargs: Mapping[str, Any] | None = None) -> N
     plan.kernel.run(*args, grid=launch_grid, warmup=False, **values)
 
 
+def launch_planned(plan: LaunchPlan, grid: Any, kwargs: Mapping[str, Any]) -> bool:
+    """Launch as ``launch_raw`` would, binding as ``plan`` decided (Note [planned launches]).
+
+    False, launching nothing, where the plan does not decide it (the caller calls ``launch_raw``).
+    """
+    positional, dynamic = plan.positional, plan.dynamic
+    if positional is None or len(kwargs) != len(dynamic) or type(grid) is not tuple:
+        return False
+    args = list(positional)
+    try:
+        for i, name in dynamic:
+            args[i] = kwargs[name]
+    except KeyError:  # a parameter left to its default: bound as launch_raw binds it
+        return False
+    for g in grid:
+        if type(g) is not int:  # the graph's code passes ints: nothing to convert
+            grid = tuple(int(g) for g in grid)
+            break
+    if plan.keyword_constants:
+        plan.kernel.run(*args, grid=grid, warmup=False, **plan.keyword_constants)
+    else:
+        plan.kernel.run(*args, grid=grid, warmup=False)
+    return True
+
+
 def mutation_dense(node: MutationNode) -> None:
     """``launch_raw`` after checking the tensors' sizes and strides (Note [traced geometry])."""
-    for name, geometry in node.plan.geometry:
+    plan = node.plan
+    for name, geometry in plan.geometry:
         t = node.kwargs.get(name)
         if isinstance(t, Tensor):
             check_traced_geometry(name, t, geometry)
-    launch_raw(node)
+    if not launch_planned(plan, node.grid, node.kwargs):
+        launch_raw(node)
 
 
 def functional_dense(node: FunctionalNode) -> dict[str, Tensor]:
@@ -72,6 +105,7 @@ def functional_dense(node: FunctionalNode) -> dict[str, Tensor]:
         outputs = {n: new_kwargs[n] for n in to_clone}
     else:
         new_kwargs, outputs = functional_outputs(kwargs, to_clone, layouts)
-        launch_raw(node, new_kwargs)
+        if not launch_planned(node.plan, node.grid, new_kwargs):
+            launch_raw(node, new_kwargs)
     write_back(kwargs, new_kwargs, layouts)  # groups a reinplaced node launches in place
     return outputs

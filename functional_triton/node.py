@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from .aliasing import ArgLayout, LayoutTuple, TracedGeometry
 from .descriptors import DESCRIPTORS_KEY, with_descriptors
@@ -104,6 +104,22 @@ class LaunchPlan(NamedTuple):
     geometry: tuple[tuple[str, TracedGeometry], ...]  # Note [traced geometry]
     tuples: dict[str, Any]  # Note [tuple arguments]
     guarded_names: tuple[str, ...]  # constexprs specialised from symbolic values (Note [constexpr guards])
+    # Note [planned launches]: every parameter in order, its constant or None where it comes
+    # from the node's kwargs (``dynamic``: those, by position); the constants that are no
+    # parameter (launch options). ``positional`` is None where the launch is not a simple one
+    # (a grid callable, descriptors, tuples, guards).
+    positional: tuple[Any, ...] | None
+    dynamic: tuple[tuple[int, str], ...]
+    keyword_constants: dict[str, Any]
+
+
+# Note [planned launches]
+# A replayed launch binds its arguments the way ``kernel[grid](...)`` is called: the kernel's
+# parameters positionally, in order, as far as they are given (constants and the node's kwargs
+# merged), the rest by keyword. For a simple launch (static grid, no descriptors, tuples or
+# constexpr guards) which parameter comes from where depends only on the node's side-table
+# entries, so ``_plan`` decides it once: the launch then fills the node's tensors and symbols
+# into that order (``dense.launch_planned``), with no dict merged per call.
 
 
 def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> LaunchPlan:
@@ -115,14 +131,21 @@ def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> LaunchPlan:
     tuples = constants.pop(TUPLES_KEY, {})
     guarded = constants.pop(CONSTEXPR_GUARDS_KEY, ())
     arg_names = tuple(kernel_info(kernel).arg_names)
-    return LaunchPlan(kernel, grid_fn, arg_names, constants, descriptors, geometry, tuples, guarded)
+    simple = grid_fn is None and not (descriptors or tuples or guarded)
+    positional = tuple(constants.get(name) for name in arg_names) if simple else None
+    dynamic = tuple((i, name) for i, name in enumerate(arg_names) if name not in constants)
+    keyword_constants = {k: v for k, v in constants.items() if k not in arg_names}
+    return LaunchPlan(
+        kernel, grid_fn, arg_names, constants, descriptors, geometry, tuples, guarded,
+        positional, dynamic, keyword_constants,
+    )
 
 
 def launch_plan(kernel_idx: TableRef, constant_args_idx: TableRef) -> LaunchPlan:
     """The kernel, grid callable, constants and descriptors a node names (do not mutate them)."""
     if isinstance(kernel_idx, str) or isinstance(constant_args_idx, str):  # Note [portable references]
         kernel_idx, constant_args_idx = resolve(kernel_idx, constant_args_idx)
-    plan: LaunchPlan = kernel_side_table.derived(cast(int, kernel_idx), cast(int, constant_args_idx), _plan)
+    plan: LaunchPlan = kernel_side_table.derived(kernel_idx, constant_args_idx, _plan)
     return plan
 
 

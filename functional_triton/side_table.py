@@ -119,13 +119,15 @@ class KernelSideTable:
         Indices are never reused, so a pair always names the same two values; the result lives
         exactly as long as the kernel's entry.
         """
-        entry = self._entry(kernel_idx, "kernel")
-        key = int(constant_args_idx)
+        ref = self._by_index.get(kernel_idx)  # _entry inlined: this runs on every replayed launch
+        entry = ref() if ref is not None else None
+        if entry is None:
+            entry = self._entry(kernel_idx, "kernel")  # raises
         try:
-            return entry.derived[key]
+            return entry.derived[constant_args_idx]  # a TableIndex hashes and compares as its int
         except KeyError:
             value = build(entry.value, self.get_constants(constant_args_idx))
-            entry.derived[key] = value
+            entry.derived[int(constant_args_idx)] = value
             return value
 
     def add_kernel(self, kernel: Any, grid_fn: Callable[..., Any] | None) -> TableIndex:

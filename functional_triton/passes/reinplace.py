@@ -46,12 +46,12 @@ in-place write into an input is what AOTAutograd does around the graph:
   inputs are reinplaced under the same rule as intermediates.
 
 Storages are tracked with a union-find over the fake tensors' storages in
-``node.meta["val"]``, merged as groups are reinplaced. A node whose every group is reinplaced becomes a
-``triton_kernel_wrapper_mutation`` launch between ``launch_arguments`` and ``write_back``.
-Those check, when the graph runs, what the pass could only see in fake tensors: sizes (a
-graph replayed for other sizes raises instead of launching with stale parameters) and
-strides (a fake tensor's may differ from the real one's; an argument that does not match is
-re-strided, or its group rebuilt and written back, as the functional operator would).
+``node.meta["val"]``, merged as groups are reinplaced. A node whose every group is reinplaced
+becomes one ``launch_in_place`` call (Note [in-place launch node]). It checks, when the graph
+runs, what the pass could only see in fake tensors: sizes (a graph replayed for other sizes
+raises instead of launching with stale parameters) and strides (a fake tensor's may differ
+from the real one's; an argument that does not match is re-strided, or its group rebuilt and
+written back, as the functional operator would).
 Groups reinplaced in a node that keeps other clones are marked with ``in_place_group`` and
 get the same treatment from the functional operator.
 
@@ -78,10 +78,12 @@ from typing import Any, cast
 import torch
 from torch import fx
 
-from .._compat import is_view_op, storage_id
+from .._compat import dispatch_stack_len, functorch_interpreter, is_view_op, storage_id
 from ..aliasing import ArgLayout, Sharing, check_untraced_aliasing, rebuild_arguments, write_back
+from ..dense import launch_planned, launch_raw
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
-from ..node import FunctionalNode, MutationNode
+from ..launch_spec import is_plain
+from ..node import FunctionalNode, MutationNode, launch_plan
 from .boxed import boxed_freeing_inputs
 from .torch_ops import reinplace_torch_ops
 
@@ -113,6 +115,65 @@ def launch_arguments(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[A
     return kwargs
 
 
+def launch_in_place(
+    *,
+    kernel_idx: int | str,
+    constant_args_idx: int | str,
+    grid: Sequence[Any] | None,
+    kwargs: dict[str, Any],
+    layouts: Mapping[str, Sequence[Any]],
+) -> None:
+    """A launch the pass made in place (Note [in-place launch node]): one graph node.
+
+    The arguments as the functional node names them, its layouts with the groups marked in place.
+    """
+    if _launched_as_traced(kwargs, layouts):
+        if not launch_planned(launch_plan(kernel_idx, constant_args_idx), grid, kwargs):
+            launch_raw(MutationNode(kernel_idx, constant_args_idx, grid, kwargs))
+        return
+    launched = launch_arguments(kwargs, layouts)
+    triton_kernel_wrapper_mutation(
+        kernel_idx=kernel_idx, constant_args_idx=constant_args_idx, grid=grid, kwargs=dict(launched)
+    )
+    write_back(kwargs, launched, layouts)
+
+
+def _launched_as_traced(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequence[Any]]) -> bool:
+    """Whether a launch in place may go ahead on the arguments themselves: no mode, plain tensors
+    with the traced sizes and strides (exactly), and the traced aliasing. One pass over the
+    tensors does what ``classify``, the layout comparison and ``check_untraced_aliasing`` do.
+    """
+    if dispatch_stack_len() or functorch_interpreter() is not None:
+        return False
+    if len(kwargs) != len(layouts) and not is_plain((), kwargs):  # symbols among the arguments
+        return False
+    addresses = set()
+    for name, raw in layouts.items():
+        t = kwargs[name]
+        if type(t) not in _PLAIN_TENSOR_TYPES or t.is_meta:
+            return False
+        if t.shape != raw[1] or t.stride() != raw[2]:  # torch.Size equals a tuple of ints
+            return False
+        addresses.add(t.untyped_storage().data_ptr())
+    if len(addresses) != len(layouts):  # arguments sharing a storage (or empty ones): look closer
+        check_untraced_aliasing(kwargs, layouts)  # the pass relied on the traced aliasing too
+    return True
+
+
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+# Note [in-place launch node]
+# A node the pass launches in place becomes one call of ``launch_in_place``, holding the
+# functional node's keywords less ``tensors_to_clone`` (its layouts' groups marked with
+# ``in_place_group``). On plain tensors whose sizes and strides are the traced ones (compared
+# once, exactly) it checks the aliasing the graph was traced for and launches through the
+# node's launch plan (Note [planned launches]); the traced-geometry check of the mutation
+# operator (Note [traced geometry]) is then implied. Anything else takes the general path:
+# ``launch_arguments`` (sizes that differ raise, strides that differ re-stride or rebuild),
+# the mutation operator on what it returns (dispatched under a mode or on traced tensors, so a
+# graph traced again records a mutation node), and ``write_back`` of rebuilt members.
+torch.fx.node.has_side_effect(launch_in_place)
 torch.fx.node.has_side_effect(write_back)
 
 
@@ -418,18 +479,11 @@ def _rewrite_node(graph: fx.Graph, node: fx.Node, inplace_names: set[str]) -> No
     if to_clone:
         node.kwargs = functional.replace(layouts=layouts, tensors_to_clone=to_clone).as_kwargs()
         return
-    kwargs = functional.kwargs
-    with graph.inserting_before(node):
-        args = graph.call_function(launch_arguments, (), {"kwargs": kwargs, "layouts": layouts})
-        launched = {
-            n: graph.call_function(operator.getitem, (args, n)) if n in layouts else v
-            for n, v in kwargs.items()
-        }
-        launch_node = MutationNode(
-            functional.kernel_idx, functional.constant_args_idx, functional.grid, launched
-        )
-        launch = graph.call_function(triton_kernel_wrapper_mutation, (), launch_node.as_kwargs())
-        graph.call_function(write_back, (), {"kwargs": kwargs, "launched": args, "layouts": layouts})
+    launch_node = MutationNode(
+        functional.kernel_idx, functional.constant_args_idx, functional.grid, functional.kwargs
+    )
+    with graph.inserting_before(node):  # Note [in-place launch node]
+        launch = graph.call_function(launch_in_place, (), {**launch_node.as_kwargs(), "layouts": layouts})
     launch.meta["val"] = None
     node.replace_all_uses_with(launch)
     graph.erase_node(node)

@@ -13,6 +13,7 @@ from torch._inductor.utils import run_and_get_code
 
 import functional_triton as ft
 from functional_triton import inductor
+from functional_triton.passes.reinplace import launch_in_place
 from tests.compile import kernels as k
 from tests.harness import check_compiled, raw, run_once
 from tests.helpers import Capture, targets
@@ -69,7 +70,7 @@ def test_functional_triton_backend_reinplaces_every_launch() -> None:
     with torch.no_grad():
         torch.compile(functools.partial(in_and_out_of_place, ft.wrap_triton), backend=backend)(*inputs())
     assert ft.triton_kernel_wrapper_functional not in targets(graphs[0])
-    assert targets(graphs[0]).count(ft.triton_kernel_wrapper_mutation) == 2
+    assert targets(graphs[0]).count(launch_in_place) == 2  # Note [in-place launch node]
     assert torch.ops.aten.copy_.default not in targets(graphs[0])
 
 

@@ -20,6 +20,7 @@ from functorch.compile import aot_function, aot_module
 
 import functional_triton as ft
 from functional_triton import _compat
+from functional_triton.passes.reinplace import launch_in_place
 from tests.harness import _assert_equal
 from tests.helpers import Capture, CloneCounts, nop
 from tests.integration.liger import interpreter_shims, routed_through_ft
@@ -66,7 +67,7 @@ class _Module(torch.nn.Module):
         return self.fn(*inputs)
 
 
-KERNEL_OPS = (ft.triton_kernel_wrapper_functional, ft.triton_kernel_wrapper_mutation)
+KERNEL_OPS = (ft.triton_kernel_wrapper_functional, ft.triton_kernel_wrapper_mutation, launch_in_place)
 
 
 def kernel_nodes(graphs: Sequence[torch.fx.GraphModule]) -> int:

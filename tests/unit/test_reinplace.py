@@ -11,6 +11,7 @@ from functorch.compile import aot_function
 
 import functional_triton as ft
 from functional_triton import _compat
+from functional_triton.passes.reinplace import launch_in_place
 from tests import kernels as K
 from tests.harness import check_matches_eager
 from tests.helpers import Capture, CloneCounts, cloned_names, targets
@@ -73,7 +74,7 @@ def test_every_benchmark_case_launches_in_place_with_no_copies(case: str) -> Non
     (gm,) = kept.graphs
     seen = targets(gm)
     assert ft.triton_kernel_wrapper_functional not in seen, gm.code
-    assert ft.triton_kernel_wrapper_mutation in seen, gm.code
+    assert launch_in_place in seen, gm.code
     copies = {
         aten.copy_.default,
         aten.slice_scatter.default,
@@ -113,7 +114,7 @@ def test_training_graph_input_written_in_place_only_when_its_copy_back_is_in_the
 
     kept = _training_graphs(prog, keep=True)[0]
     assert ft.triton_kernel_wrapper_functional not in targets(kept), kept.code
-    assert ft.triton_kernel_wrapper_mutation in targets(kept) and aten.copy_.default not in targets(kept)
+    assert launch_in_place in targets(kept) and aten.copy_.default not in targets(kept)
     returned = _training_graphs(prog, keep=False)[0]
     assert ft.triton_kernel_wrapper_functional in targets(returned), returned.code
     check_matches_eager(
@@ -173,7 +174,7 @@ def test_inner_compiler_receives_the_rewritten_graph() -> None:
             torch.arange(16.0)
         )
     assert torch.equal(out, torch.arange(16.0) * 2)
-    assert ft.triton_kernel_wrapper_mutation in targets(kept.graphs[0])
+    assert launch_in_place in targets(kept.graphs[0])
 
 
 def test_in_place_group_kept_when_strides_match_rebuilt_and_written_back_otherwise() -> None:
@@ -377,3 +378,61 @@ def test_inference_input_writes_done_in_place(case: str, keep: bool) -> None:
     (gm,) = compiler.graphs
     assert aten.copy_.default not in targets(gm), gm.code
     check_matches_eager(prog, make_inputs, modes=("reinplace", "reinplace_keep"))
+
+
+def _chain_in_place(wrap, x):
+    y = x * 2
+    for _ in range(3):
+        wrap(K.add_one_inplace)[(1,)](y, y.numel(), BLOCK=16)
+    return y
+
+
+def _reinplaced_chain() -> torch.fx.GraphModule:
+    kept = Capture()
+    with torch.no_grad():
+        aot_function(functools.partial(_chain_in_place, ft.wrap_triton), fw_compiler=reinplacing(kept))(
+            torch.arange(16.0)
+        )
+    (gm,) = kept.graphs
+    return gm
+
+
+def test_a_launch_in_place_is_one_node_that_dead_code_elimination_keeps() -> None:
+    """Note [in-place launch node]: each launch is one call, nothing else of this library's around it."""
+    gm = _reinplaced_chain()
+    gm.graph.eliminate_dead_code()
+    assert targets(gm) == [aten.mul.Tensor, launch_in_place, launch_in_place, launch_in_place], gm.code
+    (node, *_) = (n for n in gm.graph.nodes if n.target is launch_in_place)
+    assert set(node.kwargs) == {"kernel_idx", "constant_args_idx", "grid", "kwargs", "layouts"}
+    assert [raw[0] for raw in node.kwargs["layouts"].values()] == [-2]  # marked in place
+    assert "functional_triton_passes_reinplace_launch_in_place(kernel_idx = " in gm.code
+
+
+def test_a_reinplaced_graph_names_its_launch_by_an_importable_name() -> None:
+    """The launch is a module-level function: FX's code names it by module and name, and a copy of
+    the graph (what Inductor's decisions and graph copies make) recompiles and runs."""
+    import importlib
+
+    from torch.fx.node import _get_qualified_name
+
+    module, _, name = _get_qualified_name(launch_in_place).rpartition(".")
+    assert getattr(importlib.import_module(module), name) is launch_in_place
+    gm = _reinplaced_chain()
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    copy = torch.fx.GraphModule(gm, graph)
+    x = torch.arange(16.0)
+    (got,) = copy(x)
+    torch.testing.assert_close(got, x * 2 + 3, rtol=0, atol=0)
+
+
+def test_tracing_a_reinplaced_graph_again_records_the_mutation_operator() -> None:
+    """Traced tensors take launch_in_place's general path: the mutation operator, dispatched."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = _reinplaced_chain()
+    traced = make_fx(gm)(torch.arange(16.0))
+    assert targets(traced).count(ft.triton_kernel_wrapper_mutation) == 3, traced.code
+    x = torch.arange(16.0)
+    (got,) = traced(x)
+    torch.testing.assert_close(got, x * 2 + 3, rtol=0, atol=0)
