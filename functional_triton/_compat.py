@@ -251,6 +251,27 @@ def backward_writes_to_leaf_inputs_supported() -> bool:
     return _BACKWARD_LEAF_WRITES[0]
 
 
+def backward_leaf_copy_back_fails() -> bool:
+    """Whether AOTAutograd's copy-back of a backward write into a leaf input fails (the probe above).
+
+    The library's rule asks while a trace is in progress (Note [backward writes to leaf inputs] in
+    functionalize.py): the first time, the probe runs in a new thread, where no dispatch mode, no
+    torch.func transform and no backward pass of the caller's thread is active (all thread-local).
+    """
+    if not _BACKWARD_LEAF_WRITES:
+        import threading
+
+        result: list[bool] = []
+        thread = threading.Thread(target=lambda: result.append(backward_writes_to_leaf_inputs_supported()))
+        thread.start()
+        thread.join()
+        if not result:  # the probe itself raised: torch 2.13 is the first version known to copy under no_grad
+            import torch
+
+            return tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
+    return not _BACKWARD_LEAF_WRITES[0]
+
+
 def _probe_backward_leaf_writes() -> bool:
     import torch
     from functorch.compile import aot_function, make_boxed_func
