@@ -255,9 +255,10 @@ def _forward_tensors_written_in_backward(
 # grad, and the unwrapped tensor's graph node is, through view ops only, a placeholder (a primal:
 # not a value the program computed, nor one written before in a way functionalization tracked).
 # Every primal of a joint graph is a leaf there (the copy-back's ``before`` is the placeholder's
-# tensor), so these are exactly the writes whose copy-back fails. (The saved tensor the backward
-# unpacks is not itself a leaf: AOTAutograd hands the traced function an alias of each primal.) The launch's other written arguments are written in place too (one launch writes them
-# all, as eagerly); a written tensor the forward computed (Note [backward writes to forward
+# tensor), so these are exactly the writes whose copy-back fails. (The FunctionalTensor the
+# backward unpacks is not a leaf on torch 2.13, so leafness is read from the graph, not from it.)
+# The launch's other written arguments are written in place too (one launch writes them all, as
+# eagerly); a written tensor the forward computed (Note [backward writes to forward
 # tensors]) cannot be, and raises. The partitioner must keep the joint graph's order for the
 # backward: AOTAutograd's default partitioner (aot_function, aot_module, the functional_triton
 # backend) does; one that recomputes forward ops in the backward and reorders them
@@ -275,7 +276,7 @@ def _leaf_writes_in_place() -> bool:
 
 
 def _requires_grad(t: Tensor) -> bool:
-    """Whether ``t``, or the tensor it views (a view made under no_grad does not require grad), requires grad."""
+    """Whether ``t`` or the tensor it views requires grad (a view made under no_grad does not)."""
     return bool(t.requires_grad or (t._base is not None and t._base.requires_grad))
 
 
@@ -318,7 +319,7 @@ def _launch_in_place_on_leaf_inputs(
     to_clone: Sequence[str],
     barred: set[str],
 ) -> bool:
-    """Record the launch in place when it writes a leaf input in backward (Note [backward writes to leaf inputs])."""
+    """Launch in place if it writes a leaf input in a backward (Note [backward writes to leaf inputs])."""
     mode, leaves = _leaf_inputs_written(ctx, node.kwargs, unwrapped, to_clone)
     if not leaves:
         return False
@@ -327,11 +328,15 @@ def _launch_in_place_on_leaf_inputs(
         raise NotImplementedError(
             f"{kernel_name} writes, in a backward, the leaf input(s) {', '.join(map(repr, leaves))} and "
             f"the tensor(s) {', '.join(map(repr, sorted(barred)))} that the forward computed; on this torch "
-            "version a leaf input written in backward is written in place, which a tensor the forward "
-            "returned cannot be. Write a fresh buffer for the latter"
+            "version a leaf input written in backward is launched on in place, and a tensor the forward "
+            "computed cannot be written in place in the backward (Note [backward writes to forward "
+            "tensors]). Launch the kernel twice, or write a fresh buffer instead of the latter"
         )
     tracer = mode.tracer
-    kwargs = pytree.tree_map(tracer.unwrap_proxy, MutationNode(node.kernel_idx, node.constant_args_idx, node.grid, dict(unwrapped)).as_kwargs())
+    kwargs = pytree.tree_map(
+        tracer.unwrap_proxy,
+        MutationNode(node.kernel_idx, node.constant_args_idx, node.grid, dict(unwrapped)).as_kwargs(),
+    )
     proxy = tracer.create_proxy(
         "call_function", triton_kernel_wrapper_mutation, (), kwargs, name=f"{kernel_name}_on_leaf_inputs"
     )

@@ -102,7 +102,7 @@ def kernel_calls(gm: torch.fx.GraphModule, in_place_ok: bool = False) -> list[tu
     a backward's launch on leaf inputs (``in_place_ok``, Note [backward writes to leaf inputs]),
     listed as (kernel name, ("in place",)).
     """
-    calls = []
+    calls: list[tuple[str, tuple[str, ...]]] = []
     for node in gm.graph.nodes:
         if in_place_ok and node.target is ft.triton_kernel_wrapper_mutation:
             kernel, _ = kernel_side_table.get_kernel(kwarg(node, "kernel_idx"))

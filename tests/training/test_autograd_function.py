@@ -25,9 +25,9 @@ from functorch.compile import (
 )
 
 import functional_triton as ft
-from functional_triton import _compat
 import functional_triton.functionalize as ft_functionalize
 import functional_triton.mutation as ft_mutation
+from functional_triton import _compat
 from functional_triton.functionalize import AnalysisWarning
 from tests.harness import check_matches_eager, raw
 from tests.helpers import Capture, kernel_calls

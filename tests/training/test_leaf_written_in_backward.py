@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from functorch.compile import aot_function
 
 import functional_triton as ft
@@ -105,7 +107,9 @@ def _backward_graph(prog: Any) -> torch.fx.GraphModule:
         return nop(gm, example)
 
     x, y = _leaf()
-    aot_function(lambda x, y: prog(ft.wrap_triton, x, y), fw_compiler=keep, bw_compiler=keep)(x, y).sum().backward()
+    aot_function(lambda x, y: prog(ft.wrap_triton, x, y), fw_compiler=keep, bw_compiler=keep)(
+        x, y
+    ).sum().backward()
     return graphs[1]
 
 
@@ -123,3 +127,32 @@ def test_in_place_path_launches_on_the_saved_input(in_place: bool) -> None:
         assert arg.op == "placeholder", bw.code  # the saved input itself
     else:
         assert not launches and len(functional) == 1 and len(copies) == 1, bw.code
+
+
+@triton.jit
+def add_one_to_both(a_ptr, b_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(a_ptr + offs, tl.load(a_ptr + offs, mask=m) + 1, mask=m)
+    tl.store(b_ptr + offs, tl.load(b_ptr + offs, mask=m) + 1, mask=m)
+
+
+class WritesLeafAndForwardTensor(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        ctx.save_for_backward(x, y)
+        return x * 3
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        x, y = ctx.saved_tensors
+        ft.wrap_triton(add_one_to_both)[(1,)](x, y, x.numel(), BLOCK=16)
+        return dy * y
+
+
+def test_one_launch_writing_a_leaf_and_a_forward_tensor_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ft_functionalize, "LEAF_WRITES_IN_PLACE", True)
+    call = aot_function(lambda x: WritesLeafAndForwardTensor.apply(x), fw_compiler=nop, bw_compiler=nop)
+    with pytest.raises(NotImplementedError, match="add_one_to_both writes, in a backward, the leaf input"):
+        call(torch.arange(16.0).requires_grad_())  # the joint graph is traced at the first call
