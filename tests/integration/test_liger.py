@@ -30,6 +30,7 @@ pytest.importorskip(
 )
 from liger_kernel.ops import (  # noqa: E402
     cross_entropy,
+    dyt,
     fused_add_rms_norm,
     geglu,
     group_norm,
@@ -271,6 +272,24 @@ MORE_OPS: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]] = {
         lambda: (_randn(16, 8), torch.tensor([[1, 3], [5, 1]])),
     ),
 }
+
+
+# dyt: eager Liger cannot run it on the interpreter (README, known limits): its kernels autotune over
+# 18 configs, which benchmarks them through a GPU driver, and its backward sizes its partial sums by
+# the device's multiprocessor count. On the GPU the traced run uses the config eager autotuning chose
+# (the wrapper shares the Autotuner's cache, keyed by N), so the partial sums are laid out alike.
+@pytest.mark.gpu
+@pytest.mark.parametrize("beta", [True, False], ids=["beta", "no_beta"])
+def test_dyt(beta: bool) -> None:
+    check_against_eager(
+        lambda x, a, g, b: dyt.LigerDyTFunction.apply(x, a, g, b),
+        lambda: (
+            _randn(2, 4, 64),
+            torch.full((1,), 0.5).requires_grad_(),
+            _randn(64),
+            _randn(64) if beta else None,
+        ),
+    )
 
 
 FLOAT_ATOMIC_OPS = frozenset({"modulated_rms_norm_per_batch"})
