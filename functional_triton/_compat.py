@@ -243,8 +243,8 @@ def backward_writes_to_leaf_inputs_supported() -> bool:
     torch 2.13 replays such a backward mutation under ``no_grad`` (pytorch#178622); torch 2.11 replays it
     with grad mode on and raises "a leaf Variable that requires grad is being used in an in-place
     operation" (seen on the GPU machine with Liger's swiglu / geglu on leaf inputs). A behavioural probe
-    (one tiny trace on the CPU, run once, on first use); only tests read it. Goes when torch>=2.13 is the
-    minimum.
+    (one tiny trace on the CPU, run once, on first use); read by the tests and, through
+    ``backward_leaf_copy_back_fails``, by functionalization. Goes when torch>=2.13 is the minimum.
     """
     if not _BACKWARD_LEAF_WRITES:
         _BACKWARD_LEAF_WRITES.append(_probe_backward_leaf_writes())
