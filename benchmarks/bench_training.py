@@ -6,19 +6,26 @@ each Liger kernel routed through ``ft.wrap_triton`` (``tests/integration/liger.p
 step eager with Liger's raw kernels. Measured side by side in one run: step time and the step's
 peak memory (``torch.cuda.max_memory_allocated`` during the step, above what was allocated before it
 with that model's gradients cleared, so both sides count the gradients the step allocates).
-``--profile`` adds, for each side, the CUDA kernels that take the most device time.
+The same step under ``torch.compile`` (``backend="functional_triton"`` and ``backend="inductor"``, the
+kernels routed through ``ft.wrap_triton``; ``--backends`` chooses) is measured in the same run, and the
+table gives every variant's time and peak memory as ratios to eager Liger.
+``--profile`` adds, for eager and aot_module, the CUDA kernels that take the most device time.
 The loss is Liger's cross-entropy kernels without Liger's data-dependent Python
 (``tests/integration/liger_workarounds.py``, README known limits), scaled by 2 (loss scaling).
 
 GPU: ``python benchmarks/bench_training.py --gpu`` (hidden 2048, seq 2048, vocab 32000, bf16).
-Without ``--gpu``: a tiny-shape smoke run on the interpreter that checks the traced step's loss,
-gradients and inputs equal eager's bit for bit (no figures claimed).
+Without ``--gpu``: a tiny-shape smoke run on the interpreter that checks the aot_module step's and the
+``torch.compile(backend="functional_triton")`` step's loss, gradients and inputs equal eager's bit for
+bit (no figures claimed). ``--backends functional_triton inductor`` adds Inductor (about 15 s more on
+two cores): its generated code for torch's ops may round differently from eager on the CPU too, so
+its largest difference is printed, not asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import os
 import statistics
 import sys
@@ -172,13 +179,45 @@ def compare(eager: DecoderBlock, traced: DecoderBlock, eager_out: Any, traced_ou
     return worst
 
 
+def counting_launches(backend: str, counts: list[int]) -> Callable[..., Any]:
+    """The torch.compile backend ``backend``, counting the ft launches in each graph Dynamo hands it."""
+    inner = torch._dynamo.lookup_backend(backend)
+    ops = (ft.triton_kernel_wrapper_mutation, ft.triton_kernel_wrapper_functional)
+
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs = [
+            m.graph for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
+        ]  # Functions' bodies too
+        counts.append(sum(node.target in ops for graph in graphs for node in graph.nodes))
+        return inner(gm, example_inputs)
+
+    return compile_graph
+
+
+def fixed_device_arch() -> None:
+    """Liger's swiglu asks ``infer_device_arch()`` (an lru_cache) on every call; Dynamo traces through
+    the cache into ``is_npu_available``, whose ``import transformers`` it cannot trace (Liger installed
+    with --no-deps). For torch.compile, give swiglu the answer, computed once eagerly."""
+    arch = swiglu.infer_device_arch()
+    swiglu.infer_device_arch = lambda: arch
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="list the top kernels")
+    parser.add_argument(
+        "--backends",
+        nargs="*",
+        default=None,
+        help="torch.compile backends to add (default: functional_triton and inductor on the GPU, "
+        "functional_triton in the smoke run)",
+    )
     args = parser.parse_args()
     gpu = not SMOKE
+    if args.backends is None:
+        args.backends = ["functional_triton", "inductor"] if gpu else ["functional_triton"]
     device, dtype = ("cuda", torch.bfloat16) if gpu else ("cpu", torch.float32)
     hidden, seq, vocab, heads, inter = (2048, 2048, 32000, 16, 5632) if gpu else (32, 8, 64, 2, 48)
     print(
@@ -189,6 +228,7 @@ def main() -> None:
     with interpreter_shims():
         torch.manual_seed(0)
         eager = DecoderBlock(hidden, heads, inter, vocab, dtype).to(device)
+        eager_model_copy = copy.deepcopy(eager)  # the initial weights, for the torch.compile variants
         traced_model = copy.deepcopy(eager)
         compiled = aot_module(
             traced_model, fw_compiler=counting_reinplace_compiler, bw_compiler=counting_reinplace_compiler
@@ -206,8 +246,36 @@ def main() -> None:
         print("torch out-of-place ops with an in-place form, before -> after reinplacing:")
         for name, line in zip(("forward", "backward"), TORCH_OPS_LEFT):
             print(f"  {name}: {line}")
+        # torch.compile of the same step, the kernels routed through ft.wrap_triton. Dynamo guards on the
+        # kernel attributes it read, so every compiled step runs inside routed_through_ft (entered once
+        # around each measurement, not per step).
+        variants: list[tuple[str, DecoderBlock, Callable[..., Any], tuple[Any, ...]]] = []
+        if args.backends:
+            fixed_device_arch()
+        for backend in args.backends:
+            model = copy.deepcopy(eager_model_copy)
+            torch._dynamo.reset()
+            launches: list[int] = []
+            fn = torch.compile(model, backend=counting_launches(backend, launches), fullgraph=True)
+            v_args = inputs(seq, hidden, heads, vocab, dtype, device)
+            with routed_through_ft():
+                v_loss = step(fn, list(model.parameters()), v_args)
+            # functional_triton runs the graphs as traced: eager's ops, bit for bit on the interpreter.
+            # Inductor generates its own code for torch's ops (fused pointwise, decomposed attention),
+            # which rounds differently from eager on CPU too: its difference is reported, not asserted.
+            exact = not gpu and backend == "functional_triton"
+            worst = compare(eager, model, (eager_loss, eager_args[0]), (v_loss, v_args[0]), exact=exact)
+            assert sum(launches) > 0, f"{backend}: no ft launch reached the graph Dynamo captured"
+            print(
+                f"torch.compile(backend={backend!r}): {sum(launches)} ft launches captured; "
+                f"largest difference to eager {worst:.3g}"
+            )
+            variants.append((f"compile({backend})", model, fn, v_args))
         if not gpu:
-            print("smoke check passed: loss, every gradient and the input gradient equal eager bit for bit")
+            print(
+                "smoke check passed: loss, every gradient and the input gradient equal eager bit for bit "
+                "(aot_module+reinplace, torch.compile functional_triton)"
+            )
             return
         run_eager = lambda: step(eager, list(eager.parameters()), eager_args)  # noqa: E731
         run_traced = lambda: step(compiled, list(traced_model.parameters()), traced_args)  # noqa: E731
@@ -216,17 +284,21 @@ def main() -> None:
         t_eager, t_traced = timed(run_eager, gpu, args.reps), timed(run_traced, gpu, args.reps)
         m_eager = peak_bytes(run_eager, lambda: clear_grads(list(eager.parameters()), eager_args))
         m_traced = peak_bytes(run_traced, lambda: clear_grads(list(traced_model.parameters()), traced_args))
+        rows = [("aot_module+reinplace", t_traced, m_traced)]
+        for name, model, fn, v_args in variants:
+            run = functools.partial(step, fn, list(model.parameters()), v_args)
+            with routed_through_ft():
+                run()
+                t = timed(run, gpu, args.reps)
+                m = peak_bytes(run, functools.partial(clear_grads, list(model.parameters()), v_args))
+            rows.append((name, t, m))
         if args.profile:
             for name, fn in (("eager", run_eager), ("aot_module+reinplace", run_traced)):
                 print_profile(name, fn)
-    print(
-        f"step time   eager {t_eager * 1e3:9.2f} ms   aot_module+reinplace {t_traced * 1e3:9.2f} ms   "
-        f"ratio {t_traced / t_eager:.3f}x"
-    )
-    print(
-        f"step peak   eager {m_eager / 2**20:9.1f} MiB  aot_module+reinplace {m_traced / 2**20:9.1f} MiB  "
-        f"ratio {m_traced / m_eager:.3f}x"
-    )
+    print(f"{'step':24} {'time ms':>10} {'ratio':>8} {'peak MiB':>10} {'ratio':>8}")
+    print(f"{'eager Liger':24} {t_eager * 1e3:10.2f} {1:8.3f} {m_eager / 2**20:10.1f} {1:8.3f}")
+    for name, t, m in rows:
+        print(f"{name:24} {t * 1e3:10.2f} {t / t_eager:7.3f}x {m / 2**20:10.1f} {m / m_eager:7.3f}x")
 
 
 if __name__ == "__main__":

@@ -243,12 +243,33 @@ def backward_writes_to_leaf_inputs_supported() -> bool:
     torch 2.13 replays such a backward mutation under ``no_grad`` (pytorch#178622); torch 2.11 replays it
     with grad mode on and raises "a leaf Variable that requires grad is being used in an in-place
     operation" (seen on the GPU machine with Liger's swiglu / geglu on leaf inputs). A behavioural probe
-    (one tiny trace on the CPU, run once, on first use); only tests read it. Goes when torch>=2.13 is the
-    minimum.
+    (one tiny trace on the CPU, run once, on first use); read by the tests and, through
+    ``backward_leaf_copy_back_fails``, by functionalization. Goes when torch>=2.13 is the minimum.
     """
     if not _BACKWARD_LEAF_WRITES:
         _BACKWARD_LEAF_WRITES.append(_probe_backward_leaf_writes())
     return _BACKWARD_LEAF_WRITES[0]
+
+
+def backward_leaf_copy_back_fails() -> bool:
+    """Whether AOTAutograd's copy-back of a backward write into a leaf input fails (the probe above).
+
+    The library's rule asks while a trace is in progress (Note [backward writes to leaf inputs] in
+    functionalize.py): the first time, the probe runs in a new thread, where no dispatch mode, no
+    torch.func transform and no backward pass of the caller's thread is active (all thread-local).
+    """
+    if not _BACKWARD_LEAF_WRITES:
+        import threading
+
+        result: list[bool] = []
+        thread = threading.Thread(target=lambda: result.append(backward_writes_to_leaf_inputs_supported()))
+        thread.start()
+        thread.join()
+        if not result:  # the probe itself raised: torch 2.13 is the first version known to copy under no_grad
+            import torch
+
+            return tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
+    return not _BACKWARD_LEAF_WRITES[0]
 
 
 def _probe_backward_leaf_writes() -> bool:

@@ -23,15 +23,17 @@ from torch.fx.experimental.proxy_tensor import (
 
 from ._compat import (
     FunctionalizeContext,
+    backward_leaf_copy_back_fails,
     functionalize_reapplies_views,
     in_backward_pass,
     inner_as_strided_in_view_chain,
     is_view_op,
+    pytree,
     thread_effect_token,
     threads_effect_tokens,
 )
 from .aliasing import ArgLayout, LayoutTuple, Sharing, compute_layouts, geometry_of, surely_no_overlap
-from .hops import KEEP_ALIVE, triton_kernel_wrapper_functional
+from .hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .launch_spec import kernel_info
 from .node import FunctionalNode, MutationNode, kernel_arguments
 
@@ -230,6 +232,119 @@ def _forward_tensors_written_in_backward(
     return mode, found
 
 
+# Note [backward writes to leaf inputs]
+# A Function's backward may launch a kernel that writes a tensor it saved which is (a view of) a
+# forward graph input that requires grad: Liger's swiglu / geglu overwrite their saved inputs with
+# the gradients. Eagerly the raw launch writes the leaf's memory, unseen by autograd. Committed as
+# a functional update, the write becomes an input mutation found in the backward, which
+# AOTAutograd replays as ``primal.copy_(new)`` at the end of the joint trace. torch 2.13 does that
+# copy under no_grad (pytorch#178622); torch 2.11 does it with grad mode on, and autograd refuses
+# an in-place op on a leaf that requires grad ("a leaf Variable that requires grad is being used
+# in an in-place operation"), whatever the program. Where that copy fails
+# (``_compat.backward_leaf_copy_back_fails``, a behavioural probe; ``LEAF_WRITES_IN_PLACE`` chooses
+# for tests), such a launch is not functionalized: the kernel is recorded as a
+# ``triton_kernel_wrapper_mutation`` node on the unwrapped tensors (the saved primal, or views
+# of it), so functionalization sees no mutation and AOTAutograd copies nothing back. At run time
+# the backward graph launches the kernel on the saved input itself, which is the caller's tensor,
+# exactly as eager does (a launch bumps no version counter, as a raw one does not). The node
+#   - is side-effectful (hops.py), so dead-code elimination keeps it, and ordered by the graph:
+#     reads of the input traced before it come before it, later ones after it, as in eager; and
+#   - is tagged "must_be_in_backward", so the partitioner never copies it into the forward graph.
+# "A leaf input that requires grad" is read from both levels: the argument (or the tensor it
+# views, ``_base``: a view made in the backward, under no_grad, does not require grad) requires
+# grad, and the unwrapped tensor's graph node is, through view ops only, a placeholder (a primal:
+# not a value the program computed, nor one written before in a way functionalization tracked).
+# Every primal of a joint graph is a leaf there (the copy-back's ``before`` is the placeholder's
+# tensor), so these are exactly the writes whose copy-back fails. (The FunctionalTensor the
+# backward unpacks is not a leaf on torch 2.13, so leafness is read from the graph, not from it.)
+# The launch's other written arguments are written in place too (one launch writes them all, as
+# eagerly); a written tensor the forward computed (Note [backward writes to forward
+# tensors]) cannot be, and raises. The partitioner must keep the joint graph's order for the
+# backward: AOTAutograd's default partitioner (aot_function, aot_module, the functional_triton
+# backend) does; one that recomputes forward ops in the backward and reorders them
+# (min_cut_rematerialization_partition, Inductor) could move a read of the input after the
+# launch, and Inductor has no lowering for the mutation node; those raise where they meet it.
+
+# None: in place exactly where AOTAutograd's copy-back fails; True / False force a path (tests).
+LEAF_WRITES_IN_PLACE: bool | None = None
+
+
+def _leaf_writes_in_place() -> bool:
+    if LEAF_WRITES_IN_PLACE is not None:
+        return LEAF_WRITES_IN_PLACE
+    return backward_leaf_copy_back_fails()
+
+
+def _requires_grad(t: Tensor) -> bool:
+    """Whether ``t`` or the tensor it views requires grad (a view made under no_grad does not)."""
+    return bool(t.requires_grad or (t._base is not None and t._base.requires_grad))
+
+
+def _placeholder_through_views(node: fx.Node) -> bool:
+    while (
+        node.op == "call_function"
+        and is_view_op(node.target)
+        and node.args
+        and isinstance(node.args[0], fx.Node)
+    ):
+        node = node.args[0]
+    return node.op == "placeholder"
+
+
+def _leaf_inputs_written(
+    ctx: FunctionalizeContext, kwargs: Mapping[str, Any], unwrapped: Mapping[str, Any], names: Sequence[str]
+) -> tuple[Any, list[str]]:
+    """The proxy mode, and the written ``names`` that are (views of) leaf graph inputs requiring grad."""
+    if getattr(ctx, "mode", None) is None or not in_backward_pass():  # AOTAutograd's backward only
+        return None, []
+    mode = get_proxy_mode()
+    if mode is None:
+        return None, []
+    found = []
+    for name in names:
+        if not _requires_grad(kwargs[name]):
+            continue
+        traced = _traced_node(mode, unwrapped[name])
+        if traced is not None and _placeholder_through_views(traced):
+            found.append(name)
+    if found and not _leaf_writes_in_place():
+        return None, []
+    return mode, found
+
+
+def _launch_in_place_on_leaf_inputs(
+    ctx: FunctionalizeContext,
+    node: MutationNode,
+    unwrapped: Mapping[str, Any],
+    to_clone: Sequence[str],
+    barred: set[str],
+) -> bool:
+    """Launch in place if it writes a leaf input in a backward (Note [backward writes to leaf inputs])."""
+    mode, leaves = _leaf_inputs_written(ctx, node.kwargs, unwrapped, to_clone)
+    if not leaves:
+        return False
+    kernel_name = node.kernel_name
+    if barred:
+        raise NotImplementedError(
+            f"{kernel_name} writes, in a backward, the leaf input(s) {', '.join(map(repr, leaves))} and "
+            f"the tensor(s) {', '.join(map(repr, sorted(barred)))} that the forward computed; on this torch "
+            "version a leaf input written in backward is launched on in place, and a tensor the forward "
+            "computed cannot be written in place in the backward (Note [backward writes to forward "
+            "tensors]). Launch the kernel twice, or write a fresh buffer instead of the latter"
+        )
+    tracer = mode.tracer
+    kwargs = pytree.tree_map(
+        tracer.unwrap_proxy,
+        MutationNode(node.kernel_idx, node.constant_args_idx, node.grid, dict(unwrapped)).as_kwargs(),
+    )
+    proxy = tracer.create_proxy(
+        "call_function", triton_kernel_wrapper_mutation, (), kwargs, name=f"{kernel_name}_on_leaf_inputs"
+    )
+    proxy.node.meta[_PARTITIONER_TAG] = "must_be_in_backward"
+    log.debug("%s: launched in place on leaf inputs %s in backward", kernel_name, leaves)
+    return True
+
+
 def mutation_functionalize(ctx: FunctionalizeContext, node: MutationNode) -> None:
     """A mutation call becomes a functional call, and every written original is updated."""
     kwargs = node.kwargs
@@ -249,6 +364,8 @@ def mutation_functionalize(ctx: FunctionalizeContext, node: MutationNode) -> Non
     )
     _log_groups(functional)
     mode, barred = _forward_tensors_written_in_backward(unwrapped, to_clone) if exact else (None, set())
+    if _launch_in_place_on_leaf_inputs(ctx, node, unwrapped, to_clone, barred):
+        return  # Note [backward writes to leaf inputs]
     with ctx.redispatch_to_next():
         outputs = triton_kernel_wrapper_functional(**functional.as_kwargs())
         if barred:  # Note [backward writes to forward tensors]

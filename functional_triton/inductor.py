@@ -216,9 +216,7 @@ def _in_place_decisions(gm: Any) -> _Decisions:
             continue
         kw = dict(node.kwargs)
         if name not in after:  # every group in place: the pass made it a launch
-            layouts = {
-                n: _launched_in_place(r) for n, r in kw["layouts"].items()
-            }
+            layouts = {n: _launched_in_place(r) for n, r in kw["layouts"].items()}
             decisions[name] = {**kw, "tensors_to_clone": [], "layouts": layouts}
         elif after[name].kwargs["layouts"] != kw["layouts"]:
             decisions[name] = dict(after[name].kwargs)
@@ -275,10 +273,7 @@ def _in_place_kwargs(node: dict[str, Any]) -> dict[str, Any] | None:
         return None
     # The decided groups marked on the node's own layouts (Inductor's sizes, not the FX graph's).
     marked = {n for n, raw in decided["layouts"].items() if raw[0] <= -2}
-    layouts = {
-        n: (_launched_in_place(raw) if n in marked else raw)
-        for n, raw in node["layouts"].items()
-    }
+    layouts = {n: (_launched_in_place(raw) if n in marked else raw) for n, raw in node["layouts"].items()}
     to_clone = [n for n in node["tensors_to_clone"] if n not in marked]
     return {**node, "tensors_to_clone": to_clone, "layouts": layouts}
 

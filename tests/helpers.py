@@ -95,13 +95,19 @@ def kwarg(node: torch.fx.Node, name: str) -> Any:
     return node.kwargs[name]
 
 
-def kernel_calls(gm: torch.fx.GraphModule) -> list[tuple[str, tuple[str, ...]]]:
+def kernel_calls(gm: torch.fx.GraphModule, in_place_ok: bool = False) -> list[tuple[str, tuple[str, ...]]]:
     """(kernel name, written argument names) of each kernel call in the graph, in order.
 
-    Every call must be functional: a mutation node left in an AOTAutograd graph is a bug.
+    Every call must be functional: a mutation node left in an AOTAutograd graph is a bug, except
+    a backward's launch on leaf inputs (``in_place_ok``, Note [backward writes to leaf inputs]),
+    listed as (kernel name, ("in place",)).
     """
-    calls = []
+    calls: list[tuple[str, tuple[str, ...]]] = []
     for node in gm.graph.nodes:
+        if in_place_ok and node.target is ft.triton_kernel_wrapper_mutation:
+            kernel, _ = kernel_side_table.get_kernel(kwarg(node, "kernel_idx"))
+            calls.append((kernel.fn.__name__, ("in place",)))
+            continue
         assert node.target is not ft.triton_kernel_wrapper_mutation, f"mutation node left in\n{gm.code}"
         if node.target is ft.triton_kernel_wrapper_functional:
             kernel, _ = kernel_side_table.get_kernel(kwarg(node, "kernel_idx"))

@@ -27,12 +27,15 @@ from functorch.compile import (
 import functional_triton as ft
 import functional_triton.functionalize as ft_functionalize
 import functional_triton.mutation as ft_mutation
+from functional_triton import _compat
 from functional_triton.functionalize import AnalysisWarning
 from tests.harness import check_matches_eager, raw
 from tests.helpers import Capture, kernel_calls
 from tests.training import kernels as K
 
-TORCH_BEFORE_2_13 = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
+# A backward write of a leaf input: copied back by AOTAutograd where it can (torch >= 2.13), else
+# launched in place (Note [backward writes to leaf inputs]); both paths run wherever they can.
+LEAF_WRITE_PATHS = (True, False) if _compat.backward_writes_to_leaf_inputs_supported() else (True,)
 
 N = 24
 BLOCK = 16  # two programs per launch, the second one masked
@@ -191,7 +194,7 @@ class MulOpaqueBackward(torch.autograd.Function):
 
 
 def traced_graphs(
-    fn: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], mode: str
+    fn: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], mode: str, in_place_ok: bool = False
 ) -> dict[str, list[list[tuple[str, tuple[str, ...]]]]]:
     """Trace ``fn`` under ``mode``, run forward and backward once; the kernel calls of each graph."""
     kept = Capture()
@@ -205,7 +208,7 @@ def traced_graphs(
     torch.stack(
         [o.sum() for o in leaves_out if isinstance(o, torch.Tensor) and o.requires_grad]
     ).sum().backward()
-    return {kind: [kernel_calls(gm) for gm in gms] for kind, gms in kept.by_kind.items()}
+    return {kind: [kernel_calls(gm, in_place_ok) for gm in gms] for kind, gms in kept.by_kind.items()}
 
 
 class _Module(torch.nn.Module):
@@ -422,20 +425,18 @@ def test_opaque_kernel_is_unknown_to_the_analysis() -> None:
     assert ft_mutation.analyze_writes(K.mul_bwd_opaque, args).written_names == {"dx_ptr", "dw_ptr"}
 
 
-@pytest.mark.xfail(
-    TORCH_BEFORE_2_13,
-    strict=True,
-    reason="torch<2.13's AOTAutograd copies a backward's write into a forward input with grad mode on, "
-    "which fails for a leaf that requires grad; an unanalysable backward kernel is treated as writing "
-    "its saved leaf inputs (pytorch#119348); fixed in torch 2.13; documented in README 'Known limits'",
-)
+@pytest.mark.parametrize("in_place", LEAF_WRITE_PATHS, ids=lambda p: "in_place" if p else "copy_back")
 @pytest.mark.parametrize("mode", MODES)
-def test_backward_analysis_failure(device: str, opaque_backward: bool, mode: str) -> None:
+def test_backward_analysis_failure(
+    device: str, opaque_backward: bool, mode: str, in_place: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every argument of the backward kernel counts as written: saved leaves, the tangent, the buffers.
 
     No error ("Found an input to the backward that was mutated during the backward pass"), one
-    AnalysisWarning naming the kernel, and eager's values and grads.
+    AnalysisWarning naming the kernel, and eager's values and grads. The saved leaves make it a
+    backward write of leaf inputs: copied back, or launched in place where that fails (torch < 2.13).
     """
+    monkeypatch.setattr(ft_functionalize, "LEAF_WRITES_IN_PLACE", in_place)
 
     def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return MulOpaqueBackward.apply(x, w, wrap, opaque_backward)
@@ -457,19 +458,19 @@ def test_backward_analysis_failure_between_torch_ops(device: str, opaque_backwar
         check_matches_eager(prog, leaves(device), modes=MODES)
 
 
-@pytest.mark.xfail(
-    TORCH_BEFORE_2_13,
-    strict=True,
-    reason="torch<2.13's AOTAutograd copies a backward's write into a forward input with grad mode on, "
-    "which fails for a leaf that requires grad; an unanalysable backward kernel is treated as writing "
-    "its saved leaf inputs (pytorch#119348); fixed in torch 2.13; documented in README 'Known limits'",
-)
+@pytest.mark.parametrize("in_place", LEAF_WRITE_PATHS, ids=lambda p: "in_place" if p else "copy_back")
 @pytest.mark.parametrize("mode", MODES)
-def test_analysis_failure_graphs(device: str, opaque_backward: bool, mode: str) -> None:
+def test_analysis_failure_graphs(
+    device: str, opaque_backward: bool, mode: str, in_place: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ft_functionalize, "LEAF_WRITES_IN_PLACE", in_place)
+
     def prog(wrap: Wrap, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return MulOpaqueBackward.apply(x, w, wrap, opaque_backward)
 
     with pytest.warns(AnalysisWarning):
-        graphs = traced_graphs(prog, leaves(device), mode)
-    every = ("x_ptr", "w_ptr", "dy_ptr", "dx_ptr", "dw_ptr")
+        graphs = traced_graphs(prog, leaves(device), mode, in_place_ok=True)
+    # Every argument assumed written, the saved leaves among them: one launch in place on them all
+    # where a leaf's copy-back fails, else a functional node writing them all.
+    every = ("in place",) if in_place else ("x_ptr", "w_ptr", "dy_ptr", "dx_ptr", "dw_ptr")
     assert graphs == {"fw": [[("mul_fwd", ("out_ptr",))]], "bw": [[("mul_bwd_opaque", every)]]}

@@ -128,3 +128,17 @@ def test_backward_leaf_write_probe_is_cached_and_matches_torch() -> None:
     # torch 2.13 replays a backward mutation under no_grad (pytorch#178622); torch 2.11 does not.
     if _compat._release(torch.__version__) >= (2, 13):
         assert first
+
+
+def test_backward_leaf_copy_back_probe_runs_in_its_own_thread_during_a_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The rule asks while a trace is in progress: the probe must not see the caller's modes.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setattr(_compat, "_BACKWARD_LEAF_WRITES", [])
+    with FakeTensorMode():
+        fails = _compat.backward_leaf_copy_back_fails()
+    assert fails is (not _compat.backward_writes_to_leaf_inputs_supported())
+    if _compat._release(torch.__version__) >= (2, 13):
+        assert not fails

@@ -11,6 +11,7 @@ from functorch.compile import aot_function
 
 import functional_triton as ft
 from functional_triton import _compat
+from functional_triton import functionalize as ft_functionalize
 from functional_triton.passes.reinplace import launch_in_place
 from tests import kernels as K
 from tests.harness import check_matches_eager
@@ -294,29 +295,31 @@ def _leaf() -> tuple[torch.Tensor]:
 TRAINING_CASES = {
     "incoming gradient": (lambda wrap, x: GradWrittenInPlace.apply(x * 1, wrap), [(0, 0), (1, 0)]),
     "saved intermediate": (lambda wrap, x: SavedWrittenInPlace.apply(x, wrap), [(0, 0), (1, 0)]),
-    "saved view of the input": (lambda wrap, x: SavedInputWrittenInPlace.apply(x, wrap), [(0, 0), (1, 0)]),
 }
 
 
-# A backward write of a leaf input: torch < 2.13 fails inside AOTAutograd (README, known limits).
-LEAF_INPUT_WRITTEN_IN_BACKWARD = pytest.mark.xfail(
-    not _compat.backward_writes_to_leaf_inputs_supported(),
-    reason="torch<2.13 replays a backward write of a leaf input with grad mode on (pytorch#178622)",
-    strict=True,
-)
+# A backward write of a leaf input: copied back by AOTAutograd where it can (torch >= 2.13), else
+# launched in place on the saved input, without any clone (Note [backward writes to leaf inputs]).
+LEAF_WRITE_PATHS = (True, False) if _compat.backward_writes_to_leaf_inputs_supported() else (True,)
 
 
 @pytest.mark.parametrize("keep", [False, True], ids=["returned", "kept"])
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=LEAF_INPUT_WRITTEN_IN_BACKWARD) if c == "saved view of the input" else c
-        for c in TRAINING_CASES
-    ],
-)
+@pytest.mark.parametrize("case", list(TRAINING_CASES))
 def test_training_graph_writes_done_in_place(case: str, keep: bool) -> None:
     prog, expected = TRAINING_CASES[case]
     assert clone_counts(prog, _leaf, keep) == expected
+    check_matches_eager(prog, _leaf, modes=("reinplace", "reinplace_keep"))
+
+
+@pytest.mark.parametrize("in_place", LEAF_WRITE_PATHS, ids=lambda p: "in_place" if p else "copy_back")
+@pytest.mark.parametrize("keep", [False, True], ids=["returned", "kept"])
+def test_saved_view_of_a_leaf_input_written_in_backward(
+    keep: bool, in_place: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ft_functionalize, "LEAF_WRITES_IN_PLACE", in_place)
+    prog = lambda wrap, x: SavedInputWrittenInPlace.apply(x, wrap)  # noqa: E731
+    # In place, the backward graph launches on the saved view itself: no functional node to reinplace.
+    assert clone_counts(prog, _leaf, keep) == [(0, 0), (0, 0) if in_place else (1, 0)]
     check_matches_eager(prog, _leaf, modes=("reinplace", "reinplace_keep"))
 
 
