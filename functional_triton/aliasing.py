@@ -156,6 +156,11 @@ def _same_shape(a: Geometry, b: Geometry) -> bool:
     return same_sizes and _strides_agree(a[0], a[1], b[1])
 
 
+def same_shape(a: Geometry, b: Geometry) -> bool:
+    """Same sizes, and same strides wherever a stride matters (storage offsets not compared)."""
+    return _same_shape(a, b)
+
+
 def _group_geometry(
     names: list[str], tensors: Mapping[str, Tensor], seen: Mapping[str, Geometry], values: Mapping[str, Any]
 ) -> dict[str, Geometry]:
