@@ -39,7 +39,9 @@ had written them in place.
 
 The recorded layout, not the runtime tensor, is the truth: after
 ``functionalize(remove="mutations_and_views")`` views arrive as contiguous copies,
-so read-only arguments outside groups are re-strided too when their strides differ.
+so read-only arguments outside groups are re-strided too when their strides differ, and a
+group's layouts come from its members' view chains (Note [aliasing arguments when views are
+copies] in functionalize.py).
 A size that differs from the recorded one means the graph is replayed for inputs it
 was not traced for, and raises instead of launching with stale sizes.
 """

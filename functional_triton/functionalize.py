@@ -197,7 +197,8 @@ def _keeps_elements_distinct(meta: Any) -> bool:
         size, stride = args[0], args[1]
         return surely_no_overlap(size, stride)
     if name == "unfold":  # (dimension, size, step): windows overlap when the step is shorter
-        return guard_or_false(args[2] >= args[1])
+        step_covers: bool = guard_or_false(args[2] >= args[1])
+        return step_covers
     return False
 
 

@@ -76,7 +76,7 @@ def test_overlapping_slices_without_their_base_refused() -> None:
         return out
 
     views_removed = torch.func.functionalize(f, remove="mutations_and_views")
-    with pytest.raises(NotImplementedError, match=r"'a_ptr', 'b_ptr' share storage.*neither their storage's base"):
+    with pytest.raises(NotImplementedError, match=r"'a_ptr', 'b_ptr' share.*neither their storage's base"):
         make_fx(views_removed)(arange())
 
 
@@ -151,5 +151,6 @@ def test_expanded_root_refused() -> None:
         return x
 
     views_removed = torch.func.functionalize(f, remove="mutations_and_views")
-    with pytest.raises(NotImplementedError, match=r"'b_ptr' \(views expand of its storage's base\) may repeat"):
+    expected = r"'b_ptr' \(views expand of its storage's base\) may repeat"
+    with pytest.raises(NotImplementedError, match=expected):
         make_fx(views_removed)(arange(4))

@@ -6,9 +6,9 @@ keep_inference_input_mutations) and plain make_fx always; make_fx(functionalize(
 ("functionalize") unless graph inputs alias each other (limit 3) or an output is a
 requires_grad input; "functionalize_views" likewise. Where a launch passes distinct aliases
 of a written argument (limit 1), "functionalize_views" must match eager or refuse with the
-documented NotImplementedError (which one is counted as an event), never answer wrongly. check_matches_eager itself
-runs the make_fx-based modes under no_grad only when an input requires grad. Both no_grad
-values are drawn (one, the other, or both per program).
+documented NotImplementedError (which one is counted as an event), never answer wrongly.
+check_matches_eager itself runs the make_fx-based modes under no_grad only when an input
+requires grad. Both no_grad values are drawn (one, the other, or both per program).
 
 Upstream guard: when a (mode, no_grad) pair fails, the same program with every launch
 replaced by equivalent torch ops (``build(program, native=True)``) is run in that pair.
