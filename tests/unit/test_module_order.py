@@ -38,6 +38,7 @@ ORDER = [
     "fake_rules",
     "functionalize",
     "passes.boxed",
+    "passes.torch_ops",
     "passes.reinplace",
     "registrations",
     "inductor",
