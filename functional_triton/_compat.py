@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -632,6 +632,49 @@ def inner_as_strided_in_view_chain(t: Any) -> bool | None:
     if not torch._is_functional_tensor(wrapper):
         return False
     return any(isinstance(meta, as_strided_meta) for meta in list(get_chain(wrapper))[1:])
+
+
+def view_chain(t: Any) -> list[Any] | None:
+    """The functional tensor ``t``'s chain of views from its storage's base (``ViewMeta``s).
+
+    torch 2.13 and 2.14: ``torch._C._functionalization.get_view_meta_sequence``; under
+    AOTAutograd the wrapper is ``FunctionalTensor.elem``. None where the binding is missing or
+    ``t`` is not functional. Each entry's ``as_tuple()`` starts (has_symbolic_inputs,
+    reapply_views, inverse_return_mode), then the view op's own arguments.
+    """
+    import torch
+
+    get_chain = getattr(getattr(torch._C, "_functionalization", None), "get_view_meta_sequence", None)
+    wrapper = getattr(t, "elem", t)
+    if get_chain is None or not torch._is_functional_tensor(wrapper):
+        return None
+    return list(get_chain(wrapper))
+
+
+def view_meta_name(meta: Any) -> str:
+    """The view op a ``ViewMeta`` records (``slice_Tensor``, ``t``, ``as_strided``, ...)."""
+    return type(meta).__name__.removesuffix("_ViewMeta")
+
+
+def view_meta_args(meta: Any) -> tuple[Any, ...]:
+    """The view op's own arguments in a ``ViewMeta`` (after the three flags)."""
+    return tuple(meta.as_tuple()[3:])
+
+
+def replay_views(value: Any, chain: Sequence[Any]) -> Any:
+    """``value`` through the view ops of ``chain`` as real views (not ``*_copy`` ops).
+
+    torch 2.13 and 2.14: a ``ViewMeta`` is rebuilt from its ``as_tuple()`` with reapply_views
+    (entry 1) set, and ``torch._C._functionalization.apply_view_meta_sequence`` runs the chain.
+    """
+    import torch
+
+    module = torch._C._functionalization
+    metas = []
+    for meta in chain:
+        flags = meta.as_tuple()
+        metas.append(type(meta)((flags[0], True, *flags[2:])))
+    return module.apply_view_meta_sequence(value, metas)
 
 
 def _symbolic_predicates() -> tuple[Any, Any, Any]:

@@ -39,7 +39,9 @@ had written them in place.
 
 The recorded layout, not the runtime tensor, is the truth: after
 ``functionalize(remove="mutations_and_views")`` views arrive as contiguous copies,
-so read-only arguments outside groups are re-strided too when their strides differ.
+so read-only arguments outside groups are re-strided too when their strides differ, and a
+group's layouts come from its members' view chains (Note [aliasing arguments when views are
+copies] in functionalize.py).
 A size that differs from the recorded one means the graph is replayed for inputs it
 was not traced for, and raises instead of launching with stale sizes.
 """
@@ -154,6 +156,11 @@ def _same_shape(a: Geometry, b: Geometry) -> bool:
     """Same sizes, and same strides wherever a stride matters."""
     same_sizes = len(a[0]) == len(b[0]) and all(guard_or_false(x == y) for x, y in zip(a[0], b[0]))
     return same_sizes and _strides_agree(a[0], a[1], b[1])
+
+
+def same_shape(a: Geometry, b: Geometry) -> bool:
+    """Same sizes, and same strides wherever a stride matters (storage offsets not compared)."""
+    return _same_shape(a, b)
 
 
 def _group_geometry(

@@ -25,14 +25,28 @@ from ._compat import (
     FunctionalizeContext,
     backward_leaf_copy_back_fails,
     functionalize_reapplies_views,
+    guard_or_false,
     in_backward_pass,
     inner_as_strided_in_view_chain,
     is_view_op,
+    known_equal,
     pytree,
+    replay_views,
     thread_effect_token,
     threads_effect_tokens,
+    view_chain,
+    view_meta_args,
+    view_meta_name,
 )
-from .aliasing import ArgLayout, LayoutTuple, Sharing, compute_layouts, geometry_of, surely_no_overlap
+from .aliasing import (
+    ArgLayout,
+    LayoutTuple,
+    Sharing,
+    compute_layouts,
+    geometry_of,
+    same_shape,
+    surely_no_overlap,
+)
 from .hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
 from .launch_spec import kernel_info
 from .node import FunctionalNode, MutationNode, kernel_arguments
@@ -121,22 +135,176 @@ def views_are_copies(ctx: FunctionalizeContext) -> bool:
     return False  # FunctionalTensorMode (AOTAutograd) always keeps views
 
 
-def check_aliasing_supported(tensors: Mapping[str, Tensor], layouts: Mapping[str, LayoutTuple]) -> None:
-    """Refuse distinct aliasing arguments when views are copies: their true geometry is gone."""
+# Note [aliasing arguments when views are copies]
+# Under ``functionalize(remove="mutations_and_views")`` every view is a ``*_copy``: the program
+# sees (and passes to the kernel) each view's materialised copy, whose metadata is the copy's
+# (contiguous, storage offset 0), and the unwrapped values share no memory. What survives is
+# the functional tensors' storage (who aliases whom) and each one's chain of views from its
+# storage's base (``ViewMeta``s). The base itself is not reachable from Python, so a group of
+# distinct aliasing arguments is rebuilt around a *root*: a member whose chain is a prefix of
+# every member's chain (the base itself, or a view the others are views of). Each member's
+# layout is the rest of its chain replayed as real views on the root's value, so the members
+# sit in one buffer as they sit in the root, and the kernel sees every alias's writes. That is
+# eager's aliasing when
+#   - the root's own elements are distinct memory in eager, as its copy's are: its chain holds
+#     no view that repeats elements (``expand``, an overlapping ``as_strided``, ``unfold`` with a
+#     step below its size): such a root, or one whose view ops are not known here, raises;
+#   - each member's replayed strides agree with its copy's (what the kernel is told, and indexes
+#     with): a slice of rows or a narrowing of a vector does, a transpose or a column slice does
+#     not, and raises naming the argument (eager's kernel would be told other strides);
+#   - no member's chain has ``as_strided`` after the root (copies number its offsets from the
+#     copy, eager from the storage): raises.
+# Members without a root among the arguments (two slices of a tensor not passed itself) raise
+# too, naming them: their relation is the base's layout, which is not available.
+
+# Views whose elements are distinct memory when their input's are (checked again for as_strided,
+# unfold); names as ``view_meta_name`` gives them.
+_DISTINCT_ELEMENT_VIEWS = frozenset(
+    {
+        "alias",
+        "detach",
+        "detach_",
+        "diagonal",
+        "lift_fresh",
+        "permute",
+        "select_int",
+        "slice_Tensor",
+        "split_Tensor",
+        "split_with_sizes",
+        "squeeze",
+        "squeeze_",
+        "squeeze_dim",
+        "squeeze__dim",
+        "squeeze_dims",
+        "squeeze__dims",
+        "t",
+        "t_",
+        "transpose_int",
+        "transpose_",
+        "unbind_int",
+        "unsqueeze",
+        "unsqueeze_",
+        "view",
+        "_reshape_alias",
+        "_unsafe_view",
+    }
+)
+
+
+def _keeps_elements_distinct(meta: Any) -> bool:
+    name, args = view_meta_name(meta), view_meta_args(meta)
+    if name in _DISTINCT_ELEMENT_VIEWS:
+        return True
+    if name == "as_strided":
+        size, stride = args[0], args[1]
+        return surely_no_overlap(size, stride)
+    if name == "unfold":  # (dimension, size, step): windows overlap when the step is shorter
+        step_covers: bool = guard_or_false(args[2] >= args[1])
+        return step_covers
+    return False
+
+
+def _same_view(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if view_meta_name(a) != view_meta_name(b):
+        return False
+    xs, ys = view_meta_args(a), view_meta_args(b)
+    return len(xs) == len(ys) and all(_same_value(x, y) for x, y in zip(xs, ys))
+
+
+def _same_value(x: Any, y: Any) -> bool:
+    if isinstance(x, (list, tuple)) or isinstance(y, (list, tuple)):
+        return (
+            isinstance(x, (list, tuple))
+            and isinstance(y, (list, tuple))
+            and len(x) == len(y)
+            and all(_same_value(a, b) for a, b in zip(x, y))
+        )
+    if isinstance(x, torch.SymInt) or isinstance(y, torch.SymInt):
+        return known_equal(x, y)
+    return bool(x == y)
+
+
+def copied_views_layouts(
+    ctx: FunctionalizeContext,
+    tensors: Mapping[str, Tensor],
+    unwrapped: Mapping[str, Any],
+    layouts: Mapping[str, LayoutTuple],
+) -> dict[str, LayoutTuple]:
+    """The layouts of distinct aliasing arguments when views are copies (Note [aliasing ... copies])."""
     by_group: dict[int, list[str]] = {}
     for name, raw in layouts.items():
         layout = ArgLayout.from_tuple(raw)
         if layout.sharing is Sharing.CLONED:
             by_group.setdefault(layout.group, []).append(name)
-    for names in by_group.values():
-        distinct = {id(tensors[n]) for n in names}
-        if len(distinct) > 1:
-            raise NotImplementedError(
-                f"kernel arguments {', '.join(repr(n) for n in names)} share storage and the kernel "
-                "may write one of them; under functionalize(remove='mutations_and_views') views "
-                "are copies whose strides and offsets differ from eager, so their aliasing cannot "
-                "be reproduced. Use remove='mutations' (the default) or aot_function."
+    result = dict(layouts)
+    for gid, names in by_group.items():
+        if len({id(tensors[n]) for n in names}) > 1:
+            result.update(_group_from_root(ctx, gid, names, tensors, unwrapped, layouts))
+    return result
+
+
+def _refuse_copied_views(names: Sequence[str], why: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"kernel arguments {', '.join(repr(n) for n in names)} share storage and the kernel may write "
+        f"one of them; under functionalize(remove='mutations_and_views') views are copies, and {why}. "
+        "Use remove='mutations' (the default) or aot_function"
+    )
+
+
+def _group_from_root(
+    ctx: FunctionalizeContext,
+    gid: int,
+    names: Sequence[str],
+    tensors: Mapping[str, Tensor],
+    unwrapped: Mapping[str, Any],
+    layouts: Mapping[str, LayoutTuple],
+) -> dict[str, LayoutTuple]:
+    chains = {n: view_chain(tensors[n]) for n in names}
+    if any(c is None for c in chains.values()):
+        raise _refuse_copied_views(names, "this torch does not tell which views they are")
+    known = {n: c for n, c in chains.items() if c is not None}
+    root = min(names, key=lambda n: len(known[n]))
+    prefix = known[root]
+    for n in names:
+        if not all(_same_view(a, b) for a, b in zip(prefix, known[n])):
+            raise _refuse_copied_views(
+                names,
+                "neither their storage's base nor a view all of them are views of is among the "
+                f"kernel's arguments ('{n}' is no view of '{root}'), so where they sit relative to each "
+                "other is unknown. Pass that base (or such a view) to the kernel too",
             )
+    if not all(_keeps_elements_distinct(m) for m in prefix):
+        ops = ", ".join(view_meta_name(m) for m in prefix)
+        raise _refuse_copied_views(
+            names,
+            f"'{root}' (views {ops} of its storage's base) may repeat elements in eager, where its copy "
+            "does not",
+        )
+    result: dict[str, LayoutTuple] = {}
+    root_value = unwrapped[root]
+    with ctx.redispatch_to_next(), disable_proxy_modes_tracing():
+        for n in names:
+            rest = known[n][len(prefix) :]
+            if any(view_meta_name(m) == "as_strided" for m in rest):
+                raise _refuse_copied_views(
+                    names,
+                    f"'{n}' is made with as_strided() from '{root}': a copy counts its offset from "
+                    "the copy, eager from the storage",
+                )
+            view = replay_views(root_value, rest) if rest else root_value
+            group_geometry = geometry_of(view)
+            told = layouts[n][1:]
+            if not same_shape(group_geometry, (told[0], told[1], told[2])):
+                raise _refuse_copied_views(
+                    names,
+                    f"'{n}' has strides {tuple(told[1])} as a copy (what the kernel is told) but "
+                    f"{tuple(group_geometry[1])} as a view of '{root}' (as in eager): the kernel "
+                    "would be told other strides than in eager",
+                )
+            result[n] = ArgLayout(gid, *group_geometry).as_tuple()
+    return result
 
 
 # Note [backward writes to forward tensors]
@@ -356,8 +524,8 @@ def mutation_functionalize(ctx: FunctionalizeContext, node: MutationNode) -> Non
     unwrapped = ctx.unwrap_tensors(kwargs)
     copies = views_are_copies(ctx)
     layouts = compute_layouts(tensors, written, None if copies else unwrapped, seen)
-    if copies:
-        check_aliasing_supported(tensors, layouts)
+    if copies:  # Note [aliasing arguments when views are copies]
+        layouts = copied_views_layouts(ctx, tensors, unwrapped, layouts)
     to_clone = [n for n in kwargs if n in written]
     functional = FunctionalNode(
         node.kernel_idx, node.constant_args_idx, node.grid, unwrapped, to_clone, layouts

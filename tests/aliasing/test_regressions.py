@@ -7,7 +7,7 @@ The kernels are the strided ones of tests/property/kernels.py: every tensor argu
 followed by its layout (numel, two sizes, three strides), read from the tensor at trace time.
 Docstrings describe each failure as it was found (most are fixed since). Modes:
 ALIASING_MODES where a launch passes distinct aliases of a written argument
-(functionalize(remove="mutations_and_views") refuses those by design), else all.
+(functionalize(remove="mutations_and_views") rebuilds only some of those, README), else all.
 """
 
 from __future__ import annotations

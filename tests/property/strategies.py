@@ -13,10 +13,11 @@ The strategy simulates every step on real (tiny) tensors while it draws, so it o
 draws legal views, knows which values share storage, and steers around the documented
 limits of the library:
 
-- (1) functionalize(remove="mutations_and_views") refuses distinct kernel arguments that
-  share storage with a written argument: ``facts(program).views_refused`` says whether a
-  program does that; ``modes_for`` then leaves "functionalize_views" out (and the test
-  checks that it refuses instead of answering wrongly).
+- (1) functionalize(remove="mutations_and_views") rebuilds distinct kernel arguments that
+  share storage with a written argument only when one of them is a view all the others are
+  views of, with strides its copy keeps, and refuses the others (README):
+  ``facts(program).views_refused`` says whether a program passes such arguments; the test
+  then checks "functionalize_views" on its own, accepting that refusal (never a wrong answer).
 - (2) a kernel writing a requires_grad graph input leaves that input's .grad zeros
   instead of None when nothing else gives it gradient: whenever a launch writes the
   storage of such an input, the strategy appends ``g_x = x * 2`` (after every launch)
@@ -589,7 +590,7 @@ def _storage(t: torch.Tensor) -> int:
 @dataclasses.dataclass(frozen=True)
 class Facts:
     aliasing_inputs: bool  # limit (3)
-    views_refused: bool  # limit (1): a launch passes distinct aliases of a written argument
+    views_refused: bool  # limit (1): a launch passes distinct aliases of a written argument (may refuse)
     returns_grad_input: bool  # under no_grad, an output is a graph input that requires grad
     restride_refusal: bool  # README: distinct aliases of a non-contiguous input after a torch in-place op
     chain_write: bool = False  # a launch writes a view whose chain has as_strided after another view
@@ -683,7 +684,7 @@ def modes_for(program: Program) -> tuple[str, ...]:
         # requires_grad, so only the modes that regenerate aliases can check such a program.
         return always
     modes = (*always, "functionalize", *(("symbolic",) if f.unbacked else ()))
-    return modes if f.views_refused else (*modes, "functionalize_views")  # limit (1)
+    return (*modes, "functionalize_views")  # limit (1): test_equivalence accepts its refusal
 
 
 # --- drawing ------------------------------------------------------------------------------------------
