@@ -615,8 +615,11 @@ def broadcast_dims(size: Sequence[Any], stride: Sequence[Any]) -> list[int]:
     """Dimensions of stride 0 not known to have size 1: every index is the same memory.
 
     Only a literal 0 stride counts, and a symbolic size is taken as possibly longer than 1:
-    comparing symbols would add guards (or fail, for unbacked sizes).
+    comparing symbols would add guards (or fail, for unbacked sizes). An empty tensor has no
+    elements to share (torch gives empty tensors arbitrary strides, 0 among them).
     """
+    if any(type(n) is int and n == 0 for n in size):
+        return []
     return [
         d
         for d, (n, st) in enumerate(zip(size, stride))

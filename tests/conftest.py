@@ -8,7 +8,7 @@ if os.environ.get("FT_TEST_DEVICE", "cpu") == "cpu":
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
 # On the GPU machine (FT_TEST_DEVICE=cuda) every suite runs on CUDA tensors unchanged:
 # factory functions in the tests allocate on the default device.
@@ -24,11 +24,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 # FT_THOROUGH_EXAMPLES splits a thorough run into shards (each with its own --hypothesis-seed).
+# FT_NO_SHRINK=1 reports the first failing program as drawn (a time-limited GPU run cannot afford
+# Hypothesis' minutes of shrinking; the report is then longer, not less exact).
 settings.register_profile(
     "thorough",
     max_examples=int(os.environ.get("FT_THOROUGH_EXAMPLES", "10000")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
+    phases=[p for p in Phase if not (os.environ.get("FT_NO_SHRINK") and p is Phase.shrink)],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -358,9 +358,19 @@ def _returns_input_itself(
         root = _view_root(resolved if isinstance(resolved, fx.Node) else value, replaced)
         if storages.cls(root) != cls:
             continue
+        if resolved not in inputs and _has_size_one_dim(value):
+            # A view's stride in a size-1 dimension is not the fake tensor's for sure (torch's
+            # view picks one at run time): the copy-back would then see the same memory with
+            # other strides, which torch's copy_ refuses as a partial overlap.
+            return False
         if not any(_same_memory(value, p, replaced, storages) for p in inputs):
             return False
     return True
+
+
+def _has_size_one_dim(node: fx.Node) -> bool:
+    val = node.meta.get("val")
+    return not isinstance(val, torch.Tensor) or 1 in val.shape
 
 
 def _is_tracked_view(node: fx.Node, storages: _Storages) -> bool:

@@ -312,3 +312,40 @@ def test_reinplace_keep_training_graph_input_and_its_view_written() -> None:
     check_matches_eager(
         prog, lambda: (torch.arange(2.0).requires_grad_(),), modes=ALIASING_MODES, no_grad=(False,)
     )
+
+
+def test_reinplace_input_returned_through_a_view_with_a_size_one_dim() -> None:
+    """x = arange(10).reshape(1, 2, 5).permute(0, 2, 1); a launch writes x.view(1, 5, 2); return x.
+
+    Eager: x + 1. reinplace (copy-back after the graph): "RuntimeError: unsupported operation: some
+    elements of the input tensor and the written-to tensor refer to a single memory location":
+    the write was launched in place and the graph returned x.view(...) for AOTAutograd to copy
+    back, which the fake tensor gave x's strides (10, 1, 5) and the real view (5, 1, 5) -- the
+    same memory, but a partial overlap to torch's copy_ (found on the GPU machine by the thorough
+    profile, reproduced on the CPU).
+    """
+
+    def prog(wrap, x):
+        launch(wrap, PK.inplace_kernel, x.view(1, 5, 2))
+        return (x,)
+
+    check_matches_eager(prog, lambda: (torch.arange(10.0).reshape(1, 2, 5).permute(0, 2, 1),))
+
+
+def test_empty_input_with_zero_strides_written_under_functionalize() -> None:
+    """x = base[:, :, 0:0].permute(0, 2, 1) (shape (6, 0, 3)); x.mul_(2); launch two_writes(x, x).
+
+    Eager: nothing to do. functionalize and functionalize_views: NotImplementedError "argument
+    'a_ptr' is written and has a stride of 0 in a dimension longer than 1" -- torch's in-place op
+    left the empty tensor strides (0, 1, 0), taken for a broadcast view, though an empty tensor
+    shares no element (found on the GPU machine by the thorough profile, reproduced on the CPU).
+    """
+
+    def prog(wrap, x):
+        x.mul_(2)
+        launch(wrap, PK.two_writes_kernel, x, x.detach())
+        return (x,)
+
+    check_matches_eager(
+        prog, lambda: (torch.arange(36.0).reshape(6, 3, 2)[:, :, 0:0].permute(0, 2, 1),), modes=ALIASING_MODES
+    )
