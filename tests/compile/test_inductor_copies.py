@@ -11,7 +11,9 @@ equal eager's bit for bit.
 from __future__ import annotations
 
 import functools
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,22 @@ _CASES = [
     *bench_graphs.cases(False),
     ("in place, view of an intermediate", _inplace_view_of_intermediate, lambda: torch.zeros(4096)),
 ]
+
+
+def test_importing_the_benchmark_leaves_the_interpreter_to_the_importer() -> None:
+    """bench_graphs chooses the interpreter only when a benchmark script runs: imported here, on a
+    GPU run of the suite, it once set TRITON_INTERPRET=1 and every kernel defined after it became
+    an interpreted one."""
+    code = (
+        "import os, sys; sys.path.insert(0, 'benchmarks'); import bench_graphs; "
+        "print(os.environ.get('TRITON_INTERPRET'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "None", out.stderr
 
 
 @pytest.mark.parametrize("case", [c[0] for c in _CASES])
