@@ -269,7 +269,9 @@ def _run_grid(
         written = list(seen.written)
     else:
         result, written = grid(meta), []
-    written += [n for n, v in before.items() if v is not None and _version(tensors[n]) != v]
+    written += [
+        n for n, v in before.items() if v is not None and _version(tensors[n]) != v and n not in written
+    ]
     return result, written
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from torch import Tensor
+from torch.autograd.forward_ad import unpack_dual
 
 from ._compat import functorch_level, functorch_transforms
 from .node import MutationNode
@@ -32,6 +33,9 @@ def refuse_transform(transform: str) -> Callable[[Any, MutationNode], NoReturn]:
         kwargs = node.kwargs
         tensors = [n for n, v in kwargs.items() if isinstance(v, Tensor)]
         wrapped = [n for n in tensors if functorch_level(kwargs[n]) == level] or tensors
+        # grad and jvp lift every tensor argument to their level before the rule runs: the
+        # transformed ones are those that carry the transform's data (a gradient to track, a tangent).
+        wrapped = [n for n in wrapped if _carries(transform, kwargs[n])] or wrapped
         kernel = node.kernel_name
         what = f"argument '{wrapped[0]}' of {kernel}" if wrapped else f"a launch of {kernel}"
         raise NotImplementedError(
@@ -42,6 +46,14 @@ def refuse_transform(transform: str) -> Callable[[Any, MutationNode], NoReturn]:
 
     transform_rule.__name__ = f"{transform}_rule"
     return transform_rule
+
+
+def _carries(transform: str, t: Tensor) -> bool:
+    if transform == "grad":
+        return t.requires_grad
+    if transform == "jvp":
+        return unpack_dual(t).tangent is not None
+    return True
 
 
 def transform_rules() -> dict[Any, Callable[[Any, MutationNode], NoReturn]]:
