@@ -74,6 +74,47 @@ def test_functional_triton_backend_reinplaces_every_launch() -> None:
     assert torch.ops.aten.copy_.default not in targets(graphs[0])
 
 
+def test_registered_backend_is_aot_with_reinplace_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.compile(backend="functional_triton") runs reinplace_compiler on its graphs, with the
+    input mutations in the graph: both launches in place, no functional node, no copy_ left."""
+    from functional_triton.passes import reinplace
+
+    kept = Capture()
+    monkeypatch.setattr(
+        reinplace,
+        "reinplace_compiler",
+        functools.partial(reinplace.reinplace_compiler, inner=kept.fw_compiler),
+    )
+    torch._dynamo.reset()
+    with torch.no_grad():
+        x, y = inputs()
+        torch.compile(functools.partial(in_and_out_of_place, ft.wrap_triton), backend="functional_triton")(
+            x, y
+        )
+    (graph,) = kept.fw
+    assert ft.triton_kernel_wrapper_functional not in targets(graph)
+    assert targets(graph).count(launch_in_place) == 2
+    assert torch.ops.aten.copy_.default not in targets(graph)
+
+
+def test_graphs_with_the_operators_bypass_inductors_fx_graph_cache() -> None:
+    """A cached compiled graph would name side-table entries of the process that compiled it:
+    Inductor must not cache graphs holding these operators (higher-order operators that are not
+    cacheable), nor serve one from its cache."""
+    from torch._dynamo.utils import counters
+    from torch._inductor import config
+
+    assert not ft.triton_kernel_wrapper_functional.cacheable()
+    assert not ft.triton_kernel_wrapper_mutation.cacheable()
+    counters.clear()
+    with config.patch(fx_graph_cache=True, force_disable_caches=False), torch.no_grad():
+        for _ in range(2):
+            torch._dynamo.reset()
+            torch.compile(functools.partial(in_and_out_of_place, ft.wrap_triton), fullgraph=True)(*inputs())
+    assert counters["inductor"]["fxgraph_cache_bypass"] >= 2
+    assert counters["inductor"]["fxgraph_cache_hit"] == 0
+
+
 def _scale(wrap, x):
     out = torch.empty_like(x)
     wrap(k.scale_kernel)[(3,)](x, out, N, 1.5, BLOCK=16)

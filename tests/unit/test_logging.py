@@ -82,12 +82,31 @@ def test_a_bad_switch_value_names_the_variable() -> None:
         _logging.level_of("loud")
 
 
-def test_the_environment_switch_sets_the_level_at_import() -> None:
-    script = "import logging, functional_triton; print(logging.getLogger('functional_triton').level)"
+_PROBE = (
+    "import logging, functional_triton; "
+    "print(logging.getLogger('functional_triton').getEffectiveLevel()); "
+    "logging.getLogger('functional_triton.passes.reinplace').debug('probe record')"
+)
+
+
+def _fresh_process(**env_vars: str) -> subprocess.CompletedProcess[str]:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "FUNCTIONAL_TRITON_LOGS": "debug", "PYTHONPATH": root}
+    env = {k: v for k, v in os.environ.items() if k != "FUNCTIONAL_TRITON_LOGS"}
+    env.update(PYTHONPATH=root, **env_vars)
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_the_environment_switch_sets_the_level_at_import_and_logs_to_stderr() -> None:
+    done = _fresh_process(FUNCTIONAL_TRITON_LOGS="debug")
     assert done.stdout.strip() == str(logging.DEBUG)
+    assert "probe record" in done.stderr
+
+
+def test_nothing_below_warning_is_logged_by_default_in_a_fresh_process() -> None:
+    done = _fresh_process()
+    assert done.stdout.strip() == str(logging.WARNING)
+    assert "probe record" not in done.stderr

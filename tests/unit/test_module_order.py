@@ -7,11 +7,13 @@ import is still a dependency). The README's module map lists the same order.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "functional_triton"
+PREFIX = "functional_triton."
 
 # Lowest first: version probes and plain data, the aliasing rules, kernel facts and the
 # analysis, the node description, the operators and their rules, the passes, the launch path,
@@ -64,6 +66,11 @@ def _imports(path: Path, name: str) -> set[str]:
         package = []
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
+        # Absolute imports of the package count too: functional_triton.x is x.
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".", 1)[1] for a in node.names if a.name.startswith(PREFIX))
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(PREFIX):
+            found.add(node.module.split(".", 1)[1])  # type: ignore[union-attr]
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
             if node.module:
@@ -93,3 +100,18 @@ def test_the_check_sees_deferred_imports(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from .kernel import TritonKernel\n")
     assert _imports(probe, "probe") == {"kernel"}
+
+
+def test_the_check_sees_absolute_imports(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import functional_triton.kernel\nfrom functional_triton.dynamo import x\n")
+    assert _imports(probe, "probe") == {"kernel", "dynamo"}
+
+
+def test_readme_module_map_lists_this_order() -> None:
+    """The README's module map names the modules in ORDER's order (the package itself aside)."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    table = readme.split("## Module map", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    named = [m.replace("/", ".") for row in rows for m in re.findall(r"`([\w/]+)\.py`", row.split("|")[1])]
+    assert named == [m for m in ORDER if m not in ("passes", "__init__", "demo")]
