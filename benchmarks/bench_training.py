@@ -272,6 +272,7 @@ def main() -> None:
         )
         print(f"first step: loss {eager_loss.item():.6f}; largest difference to eager {worst:.3g}")
         print(f"kernel copies left after reinplacing (forward, backward): {CLONES_LEFT}")
+        assert CLONES_LEFT and not any(CLONES_LEFT), "reinplace_compiler left kernel copies in the step"
         print("torch out-of-place ops with an in-place form, before -> after reinplacing:")
         for name, line in zip(("forward", "backward"), TORCH_OPS_LEFT):
             print(f"  {name}: {line}")
@@ -303,7 +304,7 @@ def main() -> None:
         if not gpu:
             print(
                 "smoke check passed: loss, every gradient and the input gradient equal eager bit for bit "
-                "(aot_module+reinplace, torch.compile functional_triton)"
+                "(aot_module+reinplace, torch.compile functional_triton), no kernel copy left"
             )
             return
         run_eager = lambda: step(eager, list(eager.parameters()), eager_args)  # noqa: E731

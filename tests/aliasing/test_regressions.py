@@ -349,3 +349,21 @@ def test_empty_input_with_zero_strides_written_under_functionalize() -> None:
     check_matches_eager(
         prog, lambda: (torch.arange(36.0).reshape(6, 3, 2)[:, :, 0:0].permute(0, 2, 1),), modes=ALIASING_MODES
     )
+
+
+@pytest.mark.parametrize("mode", ["aot_function", "aot_module", "reinplace", "functionalize", "symbolic"])
+def test_distinct_aliases_of_a_strided_input_written_by_a_torch_op_are_refused(mode: str) -> None:
+    """README known limit: after x.add_(1) on a non-contiguous graph input, torch's functionalization
+    gives views of x contiguous metadata; x and a view of it passed to one launch that writes one of
+    them cannot be laid out as in eager, and must raise, naming them -- never answer wrongly."""
+
+    def prog(wrap, x):
+        v = x[:, 0:1]
+        x.add_(1)
+        launch(wrap, PK.copy_kernel, x, v)
+        return (x,)
+
+    with pytest.raises(
+        NotImplementedError, match=r"'a_ptr', 'out_ptr' share storage.*traced strides disagree"
+    ):
+        check_matches_eager(prog, lambda: (torch.arange(16.0).reshape(4, 4)[:, ::2],), modes=(mode,))

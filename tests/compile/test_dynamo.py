@@ -164,9 +164,10 @@ def test_launch_that_cannot_be_captured_graph_breaks_with_one_warning() -> None:
         return out
 
     torch._dynamo.reset()
-    with pytest.warns(CaptureWarning, match=r"scale_kernel .*argument 'scale'"):
+    with pytest.warns(CaptureWarning, match=r"scale_kernel .*argument 'scale'") as caught:
         with pytest.raises(Exception, match="not captured"):
             torch.compile(prog, backend="eager", fullgraph=True)(torch.zeros(N))
+    assert len([w for w in caught if issubclass(w.category, CaptureWarning)]) == 1
 
 
 def test_bad_launch_under_compile_raises_the_eager_error() -> None:
@@ -193,9 +194,12 @@ def test_uncaptured_launch_runs_eagerly_after_a_graph_break_without_tracing_the_
     expected = prog(lambda kernel: kernel, *make())
     torch._dynamo.reset()
     compiled = torch.compile(lambda *a: prog(ft.wrap_triton, *a), backend="eager")
-    with pytest.warns(CaptureWarning, match="_select_store_kernel .*grid callable closes over traced values"):
+    with pytest.warns(
+        CaptureWarning, match="_select_store_kernel .*grid callable closes over traced values"
+    ) as caught:
         actual = compiled(*make())
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    assert len([w for w in caught if issubclass(w.category, CaptureWarning)]) == 1
 
 
 def test_host_tensor_descriptors_passed_in() -> None:

@@ -1,6 +1,6 @@
 """A tl.constexpr computed from shapes under dynamic shapes: specialised, guarded, rechecked at run time.
 
-Note [constexpr guards] in functional_triton/kernel.py.
+Note [constexpr guards] in functional_triton/launch_spec.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run-time checks of replayed graphs: geometry a graph was not traced for, aliasing it was not traced for.
 
-Note [traced geometry] (hops.py) and Note [aliasing the graph was not traced for] (aliasing.py).
+Note [traced geometry] (node.py) and Note [aliasing the graph was not traced for] (aliasing.py).
 """
 
 from __future__ import annotations
