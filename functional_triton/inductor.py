@@ -34,7 +34,11 @@ by node name:
   ``alias(base)``, which Inductor lowers to the base itself, and
   ``copy_(dst, new)`` becomes ``copy_(dst, dst)``, which Inductor's ``copy_`` lowering drops.
 So Inductor copies what ``reinplace_compiler`` copies on the same graph
-(tests/compile/test_inductor_copies.py counts both).
+(tests/compile/test_inductor_copies.py counts both), with one more condition: Inductor computes
+a pointwise or reduction node where a later kernel needs it, and does not see the in-place
+launch as a write of its arguments, so a read of a group's storage *before* the launch
+(``before = x * 3``, then a launch writing ``x``) could run after it and see the new value.
+The pass runs with ``lazy_reads=True`` here: such a group keeps its clone.
 
 Note [Inductor host overhead]
 Per call, generated code would call the operator through the dispatcher (the custom
@@ -209,7 +213,7 @@ def _in_place_decisions(gm: Any) -> _Decisions:
     graph = fx.Graph()
     graph.graph_copy(gm.graph, {})  # same node names; meta shared (the pass reads it only)
     before = {n.name: n for n in gm.graph.nodes}
-    after = {n.name: n for n in reinplace(fx.GraphModule(gm, graph)).graph.nodes}
+    after = {n.name: n for n in reinplace(fx.GraphModule(gm, graph), lazy_reads=True).graph.nodes}
     decisions = {}
     for name, node in before.items():
         if node.target is not triton_kernel_wrapper_functional:

@@ -411,6 +411,7 @@ def _try_group(
     order: Mapping[fx.Node, int],
     replaced: dict[fx.Node, fx.Node],
     backward: bool,
+    lazy_reads: bool = False,
 ) -> bool:
     """Decide one alias group; on success record getitem -> argument replacements."""
     functional = _functional_node(node)
@@ -428,6 +429,8 @@ def _try_group(
         if name in outputs:
             trial[outputs[name]] = kwargs[name]
     reason = _later_use_reason(node, cls, storages, order, trial, backward)
+    if reason is None and lazy_reads:
+        reason = _earlier_read_reason(node, cls, storages, order)
     if reason is not None:
         return _keep(node, names, reason)
     replaced.update(trial)
@@ -439,6 +442,29 @@ def _try_group(
         "%s: clone of %s dropped, launched in place (no later use reads the old value)", node.name, names
     )
     return True
+
+
+def _earlier_read_reason(
+    node: fx.Node, cls: int, storages: _Storages, order: Mapping[fx.Node, int]
+) -> str | None:
+    """Why an earlier read keeps the clone where reads are computed lazily (Inductor), or None.
+
+    Inductor computes a pointwise or reduction node when a later kernel needs it, not where the
+    graph has it, and does not see a launch's in-place write as a write: ``before = x * 3`` ahead
+    of a launch writing ``x`` would be fused into a kernel after the launch and read the new
+    value (Note [Inductor lowering]). Views read nothing; launches and their outputs' getitems are
+    calls Inductor keeps in graph order.
+    """
+    for other in node.graph.nodes:
+        if order[other] >= order[node]:
+            return None
+        if other.op != "call_function" or _is_tracked_view(other, storages) or _is_keep_alive(other):
+            continue
+        if other.target in (operator.getitem, triton_kernel_wrapper_functional):
+            continue
+        if any(storages.cls(v) == cls for v in other.all_input_nodes):
+            return f"{other.name} reads it earlier, and Inductor may compute that read after the launch"
+    return None
 
 
 def _keep(node: fx.Node, names: list[str], reason: str) -> bool:
@@ -518,8 +544,12 @@ def _apply_replacements(graph: fx.Graph, replaced: dict[fx.Node, fx.Node], stora
             graph.erase_node(node)
 
 
-def reinplace(gm: fx.GraphModule) -> fx.GraphModule:
-    """Rewrite ``gm`` in place (Note [reinplacing]); returns it."""
+def reinplace(gm: fx.GraphModule, *, lazy_reads: bool = False) -> fx.GraphModule:
+    """Rewrite ``gm`` in place (Note [reinplacing]); returns it.
+
+    ``lazy_reads``: the graph's reads of a value may be computed after a later launch (Inductor),
+    so a group read by any earlier node keeps its clone too.
+    """
     graph = gm.graph
     storages = _Storages(graph)
     order = {n: i for i, n in enumerate(graph.nodes)}
@@ -531,7 +561,7 @@ def reinplace(gm: fx.GraphModule) -> fx.GraphModule:
             continue
         inplace: set[str] = set()
         for names in _groups(node).values():
-            if _try_group(node, names, storages, order, replaced, backward):
+            if _try_group(node, names, storages, order, replaced, backward, lazy_reads):
                 inplace.update(names)
         if inplace:
             decisions.append((node, inplace))
