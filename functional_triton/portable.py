@@ -120,8 +120,15 @@ def _find(entry: list[str], what: str) -> Any:
             f"{what} '{name}' (module {module}) cannot be found after torch.export.load: it {problem}"
         )
     try:
-        obj = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
+        imported = importlib.import_module(module)
+    except Exception as e:  # any failure of the import (ImportError, SyntaxError, the module's own)
+        raise RuntimeError(
+            f"{what} '{name}' cannot be found after torch.export.load: importing {module} failed "
+            f"({type(e).__name__}: {e})"
+        ) from None
+    try:
+        obj = getattr(imported, name)
+    except AttributeError as e:
         raise RuntimeError(f"{what} '{name}' cannot be found after torch.export.load: {e}") from None
     if fingerprint(obj) != expected:
         raise RuntimeError(

@@ -154,3 +154,48 @@ def test_expanded_root_refused() -> None:
     expected = r"'b_ptr' \(views expand of its storage's base\) may repeat"
     with pytest.raises(NotImplementedError, match=expected):
         make_fx(views_removed)(arange(4))
+
+
+def test_column_slice_and_base_refused() -> None:
+    # A column slice's copy is contiguous (strides (2, 1)), the view in eager has its base's (4, 1):
+    # the kernel would be told other strides. The other modes match eager.
+    def prog(wrap, x):
+        cols = x[:, 1:3]
+        wrap(K.copy_2d)[(4,)](x, cols, 2, *x.stride(), *cols.stride(), BLOCK=4)
+        return x * 1
+
+    check_matches_eager(prog, lambda: (arange(16).reshape(4, 4),), modes=ALIASING_MODES)
+    views_removed = torch.func.functionalize(lambda x: prog(ft.wrap_triton, x), remove="mutations_and_views")
+    expected = r"arguments 'src_ptr', 'dst_ptr' share.*'dst_ptr' has strides \(2, 1\) as a copy.*\(4, 1\)"
+    with pytest.raises(NotImplementedError, match=expected):
+        make_fx(views_removed)(arange(16).reshape(4, 4))
+
+
+def test_as_strided_view_and_base_refused() -> None:
+    # A copy counts an as_strided view's offset from the copy, eager from the storage. The other
+    # modes match eager.
+    def prog(wrap, x):
+        dst = x.as_strided((2, 2), (8, 2), 1)
+        wrap(K.copy_2d)[(2,)](x, dst, 2, *x.stride(), *dst.stride(), BLOCK=2)
+        return x * 1
+
+    check_matches_eager(prog, lambda: (arange(16).reshape(4, 4),), modes=ALIASING_MODES)
+    views_removed = torch.func.functionalize(lambda x: prog(ft.wrap_triton, x), remove="mutations_and_views")
+    expected = r"arguments 'src_ptr', 'dst_ptr' share.*'dst_ptr' is made with as_strided\(\) from 'src_ptr'"
+    with pytest.raises(NotImplementedError, match=expected):
+        make_fx(views_removed)(arange(16).reshape(4, 4))
+
+
+def test_views_refused_without_get_view_meta_sequence(monkeypatch: pytest.MonkeyPatch) -> None:
+    # test_overlapping_slices_one_written_one_read's launch, on a torch without the binding that
+    # _compat.view_chain reads: the relation of the copies cannot be recovered at all.
+    def f(x):
+        out = torch.zeros(4)
+        ft.wrap_triton(write_read_base)[(1,)](x[2:6], x[1:5], x, out, 4, BLOCK=4)
+        return out
+
+    monkeypatch.delattr(torch._C._functionalization, "get_view_meta_sequence")
+    views_removed = torch.func.functionalize(f, remove="mutations_and_views")
+    expected = r"arguments 'a_ptr', 'b_ptr', 'base_ptr' share.*this torch does not tell which views they are"
+    with pytest.raises(NotImplementedError, match=expected):
+        make_fx(views_removed)(arange())

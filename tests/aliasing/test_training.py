@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from tests import kernels as K
-from tests.harness import check_matches_eager
+from tests.harness import AOT_MODES, check_matches_eager, compare, compile_mode, raw, run_once
 
 N = 8
 
@@ -71,3 +73,24 @@ def test_leaf_read_only_by_kernel_gets_no_grad() -> None:
         return out * 2, w * 3
 
     check_matches_eager(prog, _inputs(True, True))
+
+
+def test_written_requires_grad_input_without_gradient_gets_zeros_not_none() -> None:
+    # A known difference (README, Known limits): AOTAutograd gives every mutated input that requires
+    # grad a tangent, so a leaf that only a kernel writes gets zeros for .grad where eager leaves None.
+    # With keep_inference_input_mutations=True ("reinplace_keep") .grad stays None, as in eager.
+    def prog(wrap, x, w):
+        wrap(K.add_one_inplace)[(1,)](x, N, BLOCK=N)
+        return w * 3
+
+    eager = run_once(functools.partial(prog, raw), _inputs(True, True), no_grad=False)
+    assert eager["grads"][0] is None
+    # Everything else as in eager, bit for bit: outputs, x after the call, w.grad, aliasing.
+    zeros = {**eager, "grads": [torch.zeros(N), eager["grads"][1]]}
+    for mode in AOT_MODES:
+        call = compile_mode(mode, prog, _inputs(True, True)())
+        compare(
+            run_once(call, _inputs(True, True), no_grad=False),
+            eager if mode == "reinplace_keep" else zeros,
+            mode,
+        )

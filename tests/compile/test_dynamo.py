@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import triton
@@ -250,3 +252,49 @@ def test_dynamo_node_checks_the_traced_geometry_as_a_make_fx_node_does() -> None
         ValueError, match=r"argument 'x_ptr' has shape \(32,\), but the graph was traced for \(16,\)"
     ):
         gm(torch.zeros(32))
+
+
+class _WrapThroughClassAttribute(torch.autograd.Function):
+    wrap = staticmethod(ft.wrap_triton)
+
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.empty_like(x)
+        _WrapThroughClassAttribute.wrap(k.scale_kernel)[(3,)](x, out, x.numel(), 3.0, BLOCK=16)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3
+
+
+def test_known_limit_wrap_triton_through_a_function_class_attribute_is_not_captured() -> None:
+    # README, Known limits: Dynamo builds `_WrapThroughClassAttribute.wrap` without a source and
+    # traces the launch path itself. fullgraph=True raises Dynamo's Unsupported from inside it;
+    # otherwise the Function graph-breaks (no CaptureWarning) and runs eagerly, as eager does.
+    def prog(x):
+        return _WrapThroughClassAttribute.apply(x * 1) + 1
+
+    def make():
+        return torch.linspace(-2, 2, N, requires_grad=True)
+
+    want = torch.empty(N)
+    k.scale_kernel[(3,)](make().detach(), want, N, 3.0, BLOCK=16)
+    prog(make())  # the launch path's caches filled, as in any process that launched before
+    torch._dynamo.reset()
+    with pytest.raises(
+        torch._dynamo.exc.Unsupported, match=r"(?s)from user code:.*functional_triton.kernel\.py"
+    ):
+        torch.compile(prog, backend="eager", fullgraph=True)(make())
+
+    rec = GraphRecorder()
+    torch._dynamo.reset()
+    x = make()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(prog, backend=rec)(x)
+    assert not [w for w in caught if issubclass(w.category, CaptureWarning)]
+    assert all(ft.triton_kernel_wrapper_mutation not in targets(gm) for gm in rec.dynamo)
+    torch.testing.assert_close(out, want + 1, rtol=0, atol=0)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((N,), 3.0), rtol=0, atol=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -205,3 +206,134 @@ def test_save_check_names_references_another_process_cannot_import(entry: list[s
         portable.check_savable(3, 4)
     with pytest.raises(RuntimeError, match="no literal form"):
         portable.check_savable(json.dumps({"kernel": ["m", "k", "0"], "grid": None}), "[('a', <object>)]")
+
+
+def _make_grid():
+    def grid(meta):
+        return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+
+    return grid
+
+
+class _Decorated(torch.nn.Module):
+    """One launch of tests/compile/kernels.py's autotuned or heuristics kernel, with ``grid``."""
+
+    def __init__(self, kernel: str, grid: Any) -> None:
+        super().__init__()
+        self.kernel, self.grid = kernel, grid
+
+    def forward(self, x, out, y):
+        ft.wrap_triton(getattr(k, self.kernel))[self.grid](x, out, y, x.numel(), BLOCK=64)
+        return out + 1
+
+
+def _decorated_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.arange(64.0), torch.zeros(64), torch.zeros(64)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "grid", "grid_name"),
+    [
+        ("autotune_kernel", lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),), "<lambda>"),
+        ("heuristics_kernel", _make_grid(), "_make_grid.<locals>.grid"),
+    ],
+    ids=["autotune_lambda", "heuristics_function"],
+)
+def test_save_names_a_grid_callable_defined_in_a_function(
+    tmp_path: Path, kernel: str, grid: Any, grid_name: str
+) -> None:
+    # Autotune configs / heuristics feed the grid's meta, so a strict export keeps the callable
+    # itself (Note [portable references]): another process would have to import it. (A non-strict
+    # export evaluates it while tracing, where every config gives the same grid, and saves that.)
+    ep = torch.export.export(_Decorated(kernel, grid), _decorated_inputs(), strict=True)
+    (node,) = [n for n in ep.graph.nodes if n.target is ft.triton_kernel_wrapper_mutation]
+    assert node.kwargs["grid"] is None and json.loads(node.kwargs["kernel_idx"])["grid"] is not None
+    with pytest.raises(
+        RuntimeError,
+        match=rf"^torch.export.save: the grid callable of kernel '{kernel}' '{re.escape(grid_name)}' "
+        r"\(module tests.compile.test_export\).*it was defined inside a function \(or is a lambda\)",
+    ):
+        torch.export.save(ep, tmp_path / "grid.pt2")
+
+
+class _TimesTwo(torch.nn.Module):
+    def __init__(self, kernel: Any) -> None:
+        super().__init__()
+        self.kernel = kernel
+
+    def forward(self, x):
+        ft.wrap_triton(self.kernel)[(3,)](x, N, BLOCK=16)
+        return x + 0
+
+
+def _kernel_module(folder: Path, name: str) -> Any:
+    """A copy of tests/compile/kernels.py, imported as module ``name`` from ``folder``."""
+    (folder / f"{name}.py").write_text(Path(k.__file__).read_text())
+    sys.path.insert(0, str(folder))
+    try:
+        importlib.invalidate_caches()
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder))
+
+
+def test_load_names_a_kernel_whose_module_no_longer_imports(tmp_path: Path) -> None:
+    modules = {
+        "deleted": "deleted_kernels_module",
+        "broken": "broken_kernels_module",
+        "raising": "raising_kernels_module",
+        "syntax": "syntax_kernels_module",
+    }
+    try:
+        for program, module_name in modules.items():
+            kernel = _kernel_module(tmp_path, module_name).times_two_inplace
+            args = (torch.arange(N, dtype=torch.float32),)
+            ep = torch.export.export(_TimesTwo(kernel), args, strict=False)
+            torch.export.save(ep, tmp_path / f"{program}.pt2")
+            torch.save(args, tmp_path / f"{program}.in")
+    finally:
+        for module_name in modules.values():
+            sys.modules.pop(module_name, None)
+    # After the save: one module's file is gone, the other's import fails.
+    (tmp_path / "deleted_kernels_module.py").unlink()
+    (tmp_path / "broken_kernels_module.py").write_text("import a_module_that_does_not_exist\n")
+    (tmp_path / "raising_kernels_module.py").write_text("raise RuntimeError('boom at import')\n")
+    (tmp_path / "syntax_kernels_module.py").write_text("def broken(:\n")
+
+    said = _load_elsewhere(tmp_path, list(modules), [str(tmp_path)])
+    why = {
+        "deleted": "No module named 'deleted_kernels_module'",
+        "broken": "No module named 'a_module_that_does_not_exist'",
+        "raising": "RuntimeError: boom at import",
+        "syntax": "SyntaxError",
+    }
+    for program in modules:
+        # Named by torch.export.load itself, not when the program first runs, whatever the import's error.
+        assert said[program].startswith("load LookupError "), said
+        assert "kernel 'times_two_inplace' cannot be found after torch.export.load" in said[program], said
+        assert why[program] in said[program], said
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("kernel", ["autotune_kernel", "heuristics_kernel"])
+def test_save_and_load_autotune_and_heuristics_kernels(tmp_path: Path, kernel: str, strict: bool) -> None:
+    # Tune once first: benchmarking runs every config on the real arguments (their writes leak), so
+    # every compared run must find the config already chosen.
+    getattr(k, kernel)[k.grid_of_meta](*_decorated_inputs(), 64, BLOCK=64)
+    x, out, y = _decorated_inputs()
+    getattr(k, kernel)[k.grid_of_meta](x, out, y, 64, BLOCK=64)  # eager, the raw launch
+    ep = torch.export.export(_Decorated(kernel, k.grid_of_meta), _decorated_inputs(), strict=strict)
+    (node,) = [n for n in ep.graph.nodes if n.target is ft.triton_kernel_wrapper_mutation]
+    # Strict keeps the (module-level) grid callable by reference; non-strict evaluates it while tracing.
+    assert (json.loads(node.kwargs["kernel_idx"])["grid"] is not None) is strict
+    torch.export.save(ep, tmp_path / "prog.pt2")
+    # Forget the objects this process made its references from: loading then finds the kernel (and,
+    # strict, its grid callable) by module, name and fingerprint, as another process would.
+    with portable._lock:
+        portable._made.clear()
+        portable._resolved.clear()
+    loaded = torch.export.load(tmp_path / "prog.pt2").module()
+    args = _decorated_inputs()
+    got = loaded(*args)
+    # The output, then x, out and y after the call.
+    torch.testing.assert_close((got, *args), (out + 1, x, out, y), rtol=0, atol=0)

@@ -21,7 +21,7 @@ import functional_triton as ft
 from functional_triton import _compat
 from functional_triton import functionalize as ft_functionalize
 from tests import kernels as K
-from tests.harness import AOT_MODES, check_matches_eager
+from tests.harness import AOT_MODES, check_compiled, check_matches_eager
 from tests.helpers import nop
 
 PATHS = [
@@ -156,3 +156,30 @@ def test_one_launch_writing_a_leaf_and_a_forward_tensor_raises(monkeypatch: pyte
     call = aot_function(lambda x: WritesLeafAndForwardTensor.apply(x), fw_compiler=nop, bw_compiler=nop)
     with pytest.raises(NotImplementedError, match="add_one_to_both writes, in a backward, the leaf input"):
         call(torch.arange(16.0).requires_grad_())  # the joint graph is traced at the first call
+
+
+@pytest.mark.filterwarnings(
+    # torch 2.13's Dynamo instantiates autograd.Function classes itself; its Inductor touches
+    # torch.jit.script_method while compiling (as in tests/compile/conftest.py).
+    "ignore:<class 'torch.autograd.function.Function'> should not be instantiated:DeprecationWarning",
+    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning",
+)
+def test_in_place_path_under_torch_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The functional_triton backend runs the in-place path as eager does; Inductor cannot lower it."""
+    from torch._inductor.exc import InductorError
+
+    monkeypatch.setattr(ft_functionalize, "LEAF_WRITES_IN_PLACE", True)
+
+    def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return WritesSavedLeaf.apply(x, wrap, False) * y
+
+    try:
+        check_compiled(prog, _leaf, backends=("functional_triton",), no_grad=(False,))
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda x, y: prog(ft.wrap_triton, x, y), backend="inductor", fullgraph=True)
+        x, y = _leaf()
+        out = compiled(x, y)  # the forward graph has no kernel; the backward compiles on first use
+        with pytest.raises(InductorError, match="ft_triton_kernel_wrapper_mutation is not an OpOverload"):
+            out.sum().backward()
+    finally:
+        torch._dynamo.reset()

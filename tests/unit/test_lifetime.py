@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import functional_triton as ft
 from functional_triton.side_table import kernel_side_table
 from tests import kernels as K
-from tests.helpers import nop
+from tests.helpers import kwarg, nop
 
 
 def _launch_in_place(x):
@@ -113,3 +113,39 @@ def test_graphs_own_their_kernels_and_free_them() -> None:
     del compiled, graph
     gc.collect()
     assert kernel_ref() is None and payload_ref() is None
+
+
+def _program_with_a_data_grid(active: torch.Tensor):
+    def grid(meta):
+        # One program per active block, read from a tensor the program does not pass: tracing
+        # cannot evaluate it, so the graph keeps this callable and calls it when it runs
+        # (Note [traced grids]).
+        return (int(active.sum()),)
+
+    def f(x):
+        ft.wrap_triton(K.add_one_inplace)[grid](x, x.numel(), BLOCK=8)
+        return x + 1
+
+    return f, weakref.ref(grid)
+
+
+def test_graphs_own_their_grid_callables_and_free_them() -> None:
+    active = torch.tensor([True, True, False, False])
+    f, grid_ref = _program_with_a_data_grid(active)
+    graph = make_fx(torch.func.functionalize(f))(torch.ones(32))
+    del f
+    gc.collect()
+    assert grid_ref() is not None, "the graph must keep its grid callable alive"
+    (node,) = [n for n in graph.graph.nodes if n.target is ft.triton_kernel_wrapper_functional]
+    assert kwarg(node, "grid") is None
+    assert kernel_side_table.get_kernel(kwarg(node, "kernel_idx"))[1] is grid_ref()
+    del node
+    for programs in (2, 3):  # called when the graph runs: one program of 8 elements per active block
+        active[:programs] = True
+        want = torch.ones(32)
+        K.add_one_inplace[(programs,)](want, 32, BLOCK=8)
+        x = torch.ones(32)
+        assert torch.equal(graph(x), want + 1) and torch.equal(x, want)
+    del graph
+    gc.collect()
+    assert grid_ref() is None
