@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
-import triton
-import triton.language as tl
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -29,20 +27,7 @@ from tests.helpers import assert_same
 N = 8
 
 
-@triton.jit
-def nested_tuple_kernel(args, BLOCK: tl.constexpr):
-    """args = (x, (out, n), scale): out[:n] = x[:n] * scale + 1; x[:n] += 1."""
-    offs = tl.arange(0, BLOCK)
-    n = args[1][1]
-    m = offs < n
-    x = tl.load(args[0] + offs, mask=m)
-    tl.store(args[1][0] + offs, x * args[2] + 1, mask=m)
-    tl.store(args[0] + offs, x + 1, mask=m)
-
-
-class Pointers(NamedTuple):
-    src: Any
-    dst: Any
+from tests.unit.test_launch_arguments import Pointers, nested_tuple_kernel  # noqa: E402
 
 
 def is_tensor(value: Any) -> bool:
