@@ -461,6 +461,7 @@ def functional_triton_backend(gm: Any, example_inputs: Any, **kwargs: Any) -> An
     """The ``"functional_triton"`` torch.compile backend (Note [functional_triton backend])."""
     from torch._dynamo.backends.common import aot_autograd
 
+    from .functionalize import _ORDER_KEEPING
     from .passes.reinplace import reinplace_compiler
 
     backend = aot_autograd(
@@ -469,7 +470,11 @@ def functional_triton_backend(gm: Any, example_inputs: Any, **kwargs: Any) -> An
         inference_compiler=reinplace_compiler,
         keep_inference_input_mutations=True,
     )
-    return backend(gm, example_inputs, **kwargs)
+    _ORDER_KEEPING.active = True  # AOTAutograd's default partitioner (Note [backward writes to leaf inputs])
+    try:
+        return backend(gm, example_inputs, **kwargs)
+    finally:
+        _ORDER_KEEPING.active = False
 
 
 def _register_backend() -> None:

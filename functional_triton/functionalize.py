@@ -429,12 +429,33 @@ def _forward_tensors_written_in_backward(
 # eagerly); a written tensor the forward computed (Note [backward writes to forward
 # tensors]) cannot be, and raises. The partitioner must keep the joint graph's order for the
 # backward: AOTAutograd's default partitioner (aot_function, aot_module, the functional_triton
-# backend) does; one that recomputes forward ops in the backward and reorders them
-# (min_cut_rematerialization_partition, Inductor) could move a read of the input after the
-# launch, and Inductor has no lowering for the mutation node; those raise where they meet it.
+# backend) does. One that recomputes forward ops in the backward and reorders them
+# (min_cut_rematerialization_partition, which torch.compile's "aot_eager" and "inductor" use)
+# builds the backward from its first use of an incoming gradient onwards, placing earlier nodes
+# only where a later one needs them: a read of the input traced before the launch can land after
+# it, and a launch before any use of a gradient is dropped (no node uses its result). So under
+# torch.compile the path runs only inside the "functional_triton" backend (which sets
+# ``_ORDER_KEEPING``); elsewhere under Dynamo such a launch raises NotImplementedError naming the
+# kernel and the ways out, never a silent wrong result. Plain aot_function / aot_module (no
+# Dynamo tracing context) use the default partitioner unless the caller passes another one.
 
 # None: in place exactly where AOTAutograd's copy-back fails; True / False force a path (tests).
 LEAF_WRITES_IN_PLACE: bool | None = None
+
+# Set while the "functional_triton" torch.compile backend traces (its partitioner keeps the order).
+_ORDER_KEEPING = threading.local()
+
+
+def _order_keeping_partitioner() -> bool:
+    """Whether the graph being traced is partitioned in the joint graph's order.
+
+    Note [backward writes to leaf inputs].
+    """
+    if getattr(_ORDER_KEEPING, "active", False):
+        return True
+    from torch._guards import TracingContext
+
+    return TracingContext.try_get() is None  # not under Dynamo: aot_function / aot_module
 
 
 def _leaf_writes_in_place() -> bool:
@@ -499,6 +520,15 @@ def _launch_in_place_on_leaf_inputs(
             "version a leaf input written in backward is launched on in place, and a tensor the forward "
             "computed cannot be written in place in the backward (Note [backward writes to forward "
             "tensors]). Launch the kernel twice, or write a fresh buffer instead of the latter"
+        )
+    if not _order_keeping_partitioner():
+        raise NotImplementedError(
+            f"{kernel_name} writes, in a backward, the leaf input(s) {', '.join(map(repr, leaves))} that "
+            f"require grad. torch {torch.__version__} cannot copy that write back (pytorch#178622), so it is "
+            "launched in place in the backward graph, which is exact only with a partitioner that keeps the "
+            "traced order; torch.compile's aot_eager and inductor backends reorder it (Note [backward writes "
+            "to leaf inputs]). Use torch.compile(backend=\"functional_triton\"), torch >= 2.13, or clone the "
+            "saved tensor in the backward before the kernel writes it"
         )
     tracer = mode.tracer
     kwargs = pytree.tree_map(

@@ -294,7 +294,10 @@ def test_known_limit_wrap_triton_through_a_function_class_attribute_is_not_captu
         warnings.simplefilter("always")
         out = torch.compile(prog, backend=rec)(x)
     assert not [w for w in caught if issubclass(w.category, CaptureWarning)]
-    assert all(ft.triton_kernel_wrapper_mutation not in targets(gm) for gm in rec.dynamo)
+    captured = any(ft.triton_kernel_wrapper_mutation in targets(gm) for gm in rec.dynamo)
+    # torch 2.13 runs the Function eagerly; torch 2.11 (GPU machine) traces its forward as a frame
+    # of its own after the break, where the attribute has a source, and captures the launch there.
+    assert captured == (torch.__version__ < "2.13"), torch.__version__
     torch.testing.assert_close(out, want + 1, rtol=0, atol=0)
     out.sum().backward()
     torch.testing.assert_close(x.grad, torch.full((N,), 3.0), rtol=0, atol=0)

@@ -180,31 +180,9 @@ def _read_then_write(wrap, x):
     return before + x
 
 
-class _ReadsSavedThenWritesIt(torch.autograd.Function):
-    """The backward reads its saved input, then a kernel writes that input in place."""
-
-    @staticmethod
-    def forward(ctx, x, wrap):
-        ctx.save_for_backward(x)
-        ctx.wrap = wrap
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        before = x * 3
-        ctx.wrap(k.add_one_inplace)[(3,)](x, N, BLOCK=16)
-        return grad * x + before, None
-
-
 def test_inductor_does_not_move_an_earlier_read_after_an_in_place_launch() -> None:
     """Inductor computes ``x * 3`` where a later kernel needs it, after a launch written in place on
     ``x`` unless the group keeps its clone: the read saw the new value (x.grad off by 3 in the
     training case, found by a test of the leaf-write path)."""
     check_compiled(_read_then_write, lambda: (torch.arange(N, dtype=torch.float32),), backends=("inductor",))
-
-    def train(wrap, x, y):
-        return _ReadsSavedThenWritesIt.apply(x, wrap) * y
-
-    make = lambda: (torch.arange(N, dtype=torch.float32).requires_grad_(), torch.linspace(-1, 1, N))  # noqa: E731
-    check_compiled(train, make, backends=("inductor",), no_grad=(False,))
+    # The training case (a backward reading its saved input, then writing it): test_leaf_writes.py.

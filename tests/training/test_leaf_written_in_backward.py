@@ -165,9 +165,8 @@ def test_one_launch_writing_a_leaf_and_a_forward_tensor_raises(monkeypatch: pyte
     "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning",
 )
 def test_in_place_path_under_torch_compile(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The functional_triton backend runs the in-place path as eager does; Inductor cannot lower it."""
-    from torch._inductor.exc import InductorError
-
+    """The functional_triton backend runs the in-place path as eager does; Inductor's partitioner
+    reorders the backward, so there it is refused naming the kernel (tests/compile/test_leaf_writes.py)."""
     monkeypatch.setattr(ft_functionalize, "LEAF_WRITES_IN_PLACE", True)
 
     def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -178,8 +177,7 @@ def test_in_place_path_under_torch_compile(monkeypatch: pytest.MonkeyPatch) -> N
         torch._dynamo.reset()
         compiled = torch.compile(lambda x, y: prog(ft.wrap_triton, x, y), backend="inductor", fullgraph=True)
         x, y = _leaf()
-        out = compiled(x, y)  # the forward graph has no kernel; the backward compiles on first use
-        with pytest.raises(InductorError, match="ft_triton_kernel_wrapper_mutation is not an OpOverload"):
-            out.sum().backward()
+        with pytest.raises(Exception, match=r"writes, in a backward, the leaf input\(s\)"):
+            compiled(x, y).sum().backward()
     finally:
         torch._dynamo.reset()

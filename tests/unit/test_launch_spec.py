@@ -110,7 +110,7 @@ def test_make_launch_spec_splits_traced_values_from_constants_and_refuses_bad_on
         make_launch_spec(K.add_kernel, info, (2,), (x, y, out, N), {"BLOCK": x})
     with pytest.raises(TypeError, match="'y_ptr' of add_kernel is a tensor with layout torch.sparse_coo"):
         make_launch_spec(K.add_kernel, info, (2,), (x, y.to_sparse(), out, N), {"BLOCK": 4})
-    with pytest.raises(ValueError, match="on several devices: 'x_ptr' on cpu, 'y_ptr' on meta"):
+    with pytest.raises(ValueError, match=f"on several devices: 'x_ptr' on {x.device}, 'y_ptr' on meta"):
         make_launch_spec(K.add_kernel, info, (2,), (x, y.to("meta"), out, N), {"BLOCK": 4})
 
 
