@@ -262,33 +262,44 @@ def replayed_graphs() -> None:
 def tracing_cost(counts: tuple[int, ...]) -> None:
     dev = "cuda" if GPU else "cpu"
 
-    def prog(launches: int) -> Callable[..., Any]:
+    def prog(launches: int, wrap: Callable[[Any], Any]) -> Callable[..., Any]:
         def f(x: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
             for _ in range(launches):
                 out = torch.empty_like(x)
-                ft.wrap_triton(add_kernel)[(1,)](x, zero, out, x.numel(), BLOCK=64)
+                wrap(add_kernel)[(1,)](x, zero, out, x.numel(), BLOCK=64)
                 x = out
             return x
 
         return f
 
-    print("tracing (aot_function compile, first call, excluding the graph's run):")
+    # PyTorch's own path traces only compiled kernels (it returns the raw kernel under the interpreter).
+    paths: dict[str, Callable[[Any], Any]] = {"ft": ft.wrap_triton}
+    if GPU:
+        paths["torch.library.wrap_triton"] = torch.library.wrap_triton
+    print("tracing (aot_function compile, first call, excluding the graph's run), side by side:")
     x, zero = torch.ones(64, device=dev), torch.zeros(64, device=dev)
-    aot_function(prog(1), fw_compiler=nop)(x, zero)  # warm the analysis cache for this specialization
+    for wrap in paths.values():
+        aot_function(prog(1, wrap), fw_compiler=nop)(x, zero)  # warm the caches for this specialization
     for launches in counts:
-        compiled = aot_function(prog(launches), fw_compiler=nop)
-        t0 = time.perf_counter()
-        compiled(x, zero)  # compiles, then runs
-        total = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        compiled(x, zero)
-        run = time.perf_counter() - t1
-        trace = total - run
-        print(
-            f"  {launches:5d} launches: {trace * 1e3:9.1f} ms  ({trace / launches * 1e3:6.2f} ms per launch)"
-        )
+        per_launch = {}
+        for label, wrap in paths.items():
+            compiled = aot_function(prog(launches, wrap), fw_compiler=nop)
+            t0 = time.perf_counter()
+            compiled(x, zero)  # compiles, then runs
+            total = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            compiled(x, zero)
+            trace = total - (time.perf_counter() - t1)
+            per_launch[label] = trace / launches
+            print(
+                f"  {launches:5d} launches, {label:26s}: {trace * 1e3:9.1f} ms "
+                f"({trace / launches * 1e3:6.2f} ms per launch)"
+            )
+        if len(per_launch) > 1:
+            ratio = per_launch["ft"] / per_launch["torch.library.wrap_triton"]
+            print(f"  {launches:5d} launches, ft / PyTorch's path: {ratio:.2f}x")
     if PROFILE:
-        compiled = aot_function(prog(100), fw_compiler=nop)
+        compiled = aot_function(prog(100, ft.wrap_triton), fw_compiler=nop)
         profile("aot_function tracing of 100 launches", lambda: compiled(x, zero), 1, top=25)
 
 

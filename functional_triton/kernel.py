@@ -286,7 +286,11 @@ class TritonKernel(KernelWrapper):
         return self.kernel(*args, **kwargs)  # the interpreter; outside a kernel, triton's own error
 
     def __getitem__(self, grid: GridType) -> Callable[..., Any]:
-        return _BoundLaunch(self.kernel, self.info, grid)
+        bound = _new_object(_BoundLaunch)  # per launch: no __init__ frame
+        bound._kernel = self.kernel
+        bound._info = self.info
+        bound._grid = grid
+        return bound
 
     def run(self, *args: Any, grid: GridType | None = None, **kwargs: Any) -> Any:
         """Launch like ``kernel.run(*args, grid=grid, **kwargs)``."""
