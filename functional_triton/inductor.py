@@ -20,9 +20,10 @@ graph Inductor lowers, by running the pass itself on a copy of its FX graph, and
 by node name:
 - a node whose every group may be written in place is lowered to
   ``functional_triton::functional_launch_``, which mutates its tensor arguments (Inductor
-  orders every later use after it) and runs the dense rule with the groups marked in place
-  (``ArgLayout.launched_in_place``: run-time size and stride checks and write-back included); the
-  node's outputs are the arguments themselves;
+  orders every later use after it) and runs what ``reinplace_compiler``'s graphs run for a
+  launch made in place (``launch_in_place``, Note [in-place launch node]: the run-time size,
+  stride and aliasing checks in one pass, the planned launch; arguments of other strides rebuilt
+  and written back); the node's outputs are the arguments themselves;
 - a node that keeps some clones first copies those groups with
   ``functional_triton::clone_arguments`` (``rebuild_arguments``: the traced layout), then
   launches every group in place, on the copies for those. (A custom operator that mutates
@@ -160,7 +161,21 @@ def _functional_launch_fake(tensors: list[Tensor | None], symbols: list[int], sp
 @torch.library.custom_op("functional_triton::functional_launch_", mutates_args=["tensors"])
 def functional_launch_(tensors: list[Tensor], symbols: list[int], spec: int) -> None:
     """A lowered node whose every group is launched in place on ``tensors`` (Note [Inductor lowering])."""
-    functional_dense(FunctionalNode(**_node_arguments(tensors, symbols, spec)))
+    _launch_in_place(_node_arguments(tensors, symbols, spec))
+
+
+def _launch_in_place(node: dict[str, Any]) -> None:
+    """What ``reinplace_compiler``'s graphs run for a launch made in place (Note [in-place launch node]):
+    on plain tensors with the traced geometry, the checks in one pass and the planned launch."""
+    from .passes.reinplace import launch_in_place
+
+    launch_in_place(
+        kernel_idx=node["kernel_idx"],
+        constant_args_idx=node["constant_args_idx"],
+        grid=node["grid"],
+        kwargs=node["kwargs"],
+        layouts=node["layouts"],
+    )
 
 
 @functional_launch_.register_fake
@@ -368,7 +383,7 @@ def runner(op: str, spec: int) -> Any:
     if op == "functional_launch_":
 
         def launch_in_place(tensors: list[Tensor], symbols: list[int]) -> None:
-            functional_dense(FunctionalNode(**_build(parts, tensors, symbols)))
+            _launch_in_place(_build(parts, tensors, symbols))
 
         return launch_in_place
     if op == "functional_launch":
