@@ -16,7 +16,9 @@ functional_triton variant fails or differs from raw.
 graph spends between its caller and the raw launch (AOTAutograd's wrappers, the generated
 code, functional_triton's per-call work). ``ft-ind`` and ``ft-rp`` as above, ``raw`` the
 eager raw launch (triton's own launch path, stubbed at the same point), ``empty-ind``
-an Inductor-compiled function that only returns its input (the compiled-call floor).
+an Inductor-compiled function that only returns its input (the compiled-call floor). Then the
+training step, beside the same Function with torch ops in place of its kernels, eager and
+compiled by both backends (``ops-*``): AOTAutograd's training runtime without any launch.
 """
 
 from __future__ import annotations
@@ -226,6 +228,51 @@ def wrapper_overhead(calls: int) -> None:
         keys = ("raw", "ft-ind", "ft-rp", "empty-ind")
         print(f"{name:42s} " + " ".join(f"{row[k]:9.1f}" for k in keys))
         print(f"{'  Python calls per call':42s} " + " ".join(f"{calls_row[k]:9d}" for k in keys))
+
+    # The training step, against the same Function with torch ops in place of the kernels
+    # (ops-*): what AOTAutograd's training runtime costs without any launch.
+    torch._dynamo.reset()
+    n = 1 << 12
+    x, w = torch.linspace(-1, 1, n), torch.linspace(0.5, 1.5, n).requires_grad_()
+    steps = {k: fn for k, fn in training_variants(False).items() if fn is not None}
+    steps["ops-eager"] = functools.partial(train_step, _torch_ops_loss)
+    steps["ops-ind"] = functools.partial(train_step, torch.compile(_torch_ops_loss, fullgraph=True))
+    steps["ops-rp"] = functools.partial(
+        train_step, torch.compile(_torch_ops_loss, backend="functional_triton", fullgraph=True)
+    )
+    for fn in steps.values():
+        fn(x, w)  # compile before stubbing
+    stubbed = {k: k.run for k in _all_kernels()}
+    try:
+        for k in stubbed:
+            k.run = lambda *a, **kw: None
+        fns = {k: functools.partial(fn, x, w) for k, fn in steps.items()}
+        row = {k: per_call(fn) for k, fn in fns.items()}
+        calls_row = {k: python_calls(fn) for k, fn in fns.items()}
+    finally:
+        for k, run in stubbed.items():
+            k.run = run
+    print(f"\n{'training step (ops-*: torch ops, no kernel)':42s} " + " ".join(f"{k:>9s}" for k in row))
+    print(f"{'  us per step':42s} " + " ".join(f"{row[k]:9.1f}" for k in row))
+    print(f"{'  Python calls per step':42s} " + " ".join(f"{calls_row[k]:9d}" for k in row))
+
+
+class _TorchOpsScale(torch.autograd.Function):
+    """The training step's Function with torch ops in place of its kernels (``--wrapper``)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, w = ctx.saved_tensors
+        return grad * w, grad * x
+
+
+def _torch_ops_loss(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return _TorchOpsScale.apply(x, w)
 
 
 def main() -> None:
