@@ -35,8 +35,13 @@ class _BoxedCodeGen(fx.CodeGen):
         return "\n".join(lines)
 
 
-def boxed_freeing_inputs(gm: fx.GraphModule) -> Callable[[list[Any]], Any]:
-    """A ``_boxed_call`` function running ``gm`` that frees each input after its last use."""
+def boxed_freeing_inputs(
+    gm: fx.GraphModule, rewrite: Callable[[fx.GraphModule], None] | None = None
+) -> Callable[[list[Any]], Any]:
+    """A ``_boxed_call`` function running ``gm`` that frees each input after its last use.
+
+    ``rewrite`` changes the copy that runs (never ``gm``) before its code is generated.
+    """
     if not graph_uses_plain_codegen(gm):
         from functorch.compile import make_boxed_func
 
@@ -44,7 +49,10 @@ def boxed_freeing_inputs(gm: fx.GraphModule) -> Callable[[list[Any]], Any]:
     graph = fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
     graph.set_codegen(_BoxedCodeGen())
-    forward = fx.GraphModule(gm, graph).forward  # gm itself keeps its own calling convention
+    runs = fx.GraphModule(gm, graph)  # gm itself keeps its own calling convention
+    if rewrite is not None:
+        rewrite(runs)
+    forward = runs.forward
 
     def run(args: list[Any]) -> Any:
         return forward(args)

@@ -177,6 +177,103 @@ torch.fx.node.has_side_effect(launch_in_place)
 torch.fx.node.has_side_effect(write_back)
 
 
+# Note [launch sites]
+# ``reinplace_compiler``'s own runner (no ``inner``) binds each simple in-place launch once: a
+# ``LaunchSite`` holding what ``launch_in_place`` would look up or rebuild on every call (the
+# launch plan's positional template, where each tensor goes, the traced sizes and strides, the
+# grid, the launch options), called from the generated code as ``site.launch(t0, t1, ...)``
+# through a ``get_attr`` of the module that runs the graph. Its fast path is
+# ``launch_in_place``'s, checks included (no mode, plain tensors with the traced sizes and
+# strides, the traced aliasing where two share a storage); anything else calls
+# ``launch_in_place`` itself, so every other case behaves exactly as before. Simple: a grid of
+# ints, tensors only (no symbolic scalars), a plan with a positional template naming exactly
+# those tensors. The sites live in the copy of the graph module that runs (passes/boxed.py); the
+# caller's ``gm`` keeps its ``launch_in_place`` nodes, as printed and inspected.
+
+
+class LaunchSite:
+    """One in-place launch of a graph, bound once (Note [launch sites])."""
+
+    __slots__ = ("kernel", "positional", "slots", "names", "shapes", "strides", "grid", "options", "node")
+
+    def __init__(self, plan: Any, node: dict[str, Any]) -> None:
+        layouts = node["layouts"]
+        by_name = {name: i for i, name in plan.dynamic}
+        self.kernel = plan.kernel
+        self.positional = plan.positional
+        self.names = tuple(layouts)
+        self.slots = tuple(by_name[n] for n in self.names)
+        self.shapes = tuple(tuple(layouts[n][1]) for n in self.names)
+        self.strides = tuple(tuple(layouts[n][2]) for n in self.names)
+        self.grid = node["grid"]
+        self.options = plan.keyword_constants
+        self.node = node  # launch_in_place's keywords less the tensors, for every other case
+
+    @classmethod
+    def bind(cls, kwargs: Mapping[str, Any]) -> LaunchSite | None:
+        """The site of a ``launch_in_place`` node's keywords, or None where it is not simple."""
+        grid, tensors, layouts = kwargs["grid"], kwargs["kwargs"], kwargs["layouts"]
+        if type(grid) is not tuple or any(type(g) is not int for g in grid):
+            return None
+        if set(tensors) != set(layouts) or not all(
+            isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor) for v in tensors.values()
+        ):
+            return None
+        plan = launch_plan(kwargs["kernel_idx"], kwargs["constant_args_idx"])
+        if plan.positional is None or {n for _, n in plan.dynamic} != set(tensors):
+            return None
+        node = {k: v for k, v in kwargs.items() if k != "kwargs"}
+        return cls(plan, node)
+
+    def launch(self, *tensors: Any) -> None:
+        if not dispatch_stack_len() and functorch_interpreter() is None:
+            args = list(self.positional)
+            for i, t, shape, stride in zip(self.slots, tensors, self.shapes, self.strides):
+                if type(t) not in _PLAIN_TENSOR_TYPES or t.is_meta:
+                    break
+                if t.shape != shape or t.stride() != stride:  # torch.Size equals a tuple of ints
+                    break
+                args[i] = t
+            else:
+                # Two sharing a storage (or empty ones): the traced aliasing, looked at closer.
+                n = len(tensors)
+                if n > 1 and len({t.untyped_storage().data_ptr() for t in tensors}) != n:
+                    check_untraced_aliasing(dict(zip(self.names, tensors)), self.node["layouts"])
+                if self.options:
+                    self.kernel.run(*args, grid=self.grid, warmup=False, **self.options)
+                else:
+                    self.kernel.run(*args, grid=self.grid, warmup=False)
+                return
+        launch_in_place(**self.node, kwargs=dict(zip(self.names, tensors)))
+
+    def __deepcopy__(self, memo: Any) -> LaunchSite:
+        return self  # holds a kernel and constants only: shared, as the side table's entries are
+
+    def __repr__(self) -> str:
+        return f"LaunchSite({getattr(self.kernel, '__name__', self.kernel)!r}, grid={self.grid})"
+
+
+def bind_launch_sites(gm: fx.GraphModule) -> None:
+    """Replace ``gm``'s simple ``launch_in_place`` nodes by calls of bound sites (Note [launch sites])."""
+    graph = gm.graph
+    bound = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not launch_in_place or node.users:
+            continue
+        site = LaunchSite.bind(node.kwargs)
+        if site is None:
+            continue
+        name = f"_ft_launch_site_{bound}"
+        bound += 1
+        setattr(gm, name, site)
+        with graph.inserting_before(node):
+            attr = graph.create_node("get_attr", name)  # not get_attr(): it warns on non-module values
+            graph.call_method("launch", (attr, *(node.kwargs["kwargs"][n] for n in site.names)))
+        graph.erase_node(node)
+    if bound:
+        gm.recompile()
+
+
 class _Storages:
     """Union-find over storage ids; values in one class share memory."""
 
@@ -604,4 +701,4 @@ def reinplace_compiler(
     reinplace_torch_ops(gm, containers=(launch_arguments,))  # after: Note [reinplacing torch ops]
     if inner is not None:
         return inner(gm, example_inputs)
-    return boxed_freeing_inputs(gm)
+    return boxed_freeing_inputs(gm, rewrite=bind_launch_sites)

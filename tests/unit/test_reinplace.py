@@ -439,3 +439,62 @@ def test_tracing_a_reinplaced_graph_again_records_the_mutation_operator() -> Non
     x = torch.arange(16.0)
     (got,) = traced(x)
     torch.testing.assert_close(got, x * 2 + 3, rtol=0, atol=0)
+
+
+def _sites_program(wrap, x, y):
+    wrap(K.add_one_inplace)[(1,)](x, x.numel(), BLOCK=16)  # one tensor
+    wrap(K.two_writes)[(1,)](x, y, x.numel(), BLOCK=16)  # two tensors, both written
+    return x * 1, y * 1
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_reinplace_compiler_launches_through_bound_sites(
+    monkeypatch: pytest.MonkeyPatch, strided: bool
+) -> None:
+    """Note [launch sites]: the runner's launches in place go through sites bound once, with eager's
+    results; a call with other strides (anything their fast path does not take) is handed to
+    launch_in_place, with exactly the results of the graph run without sites."""
+    from functorch.compile import make_boxed_func
+
+    from functional_triton.passes import reinplace as rp
+
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        if strided:  # traced contiguous, replayed on every other element
+            return torch.arange(32.0)[::2], torch.linspace(-1, 1, 32)[::2]
+        return torch.arange(16.0), torch.linspace(-1, 1, 16)
+
+    def compile_program(compiler: Any) -> Any:
+        fn = aot_function(functools.partial(_sites_program, ft.wrap_triton), fw_compiler=compiler)
+        fn(torch.arange(16.0), torch.linspace(-1, 1, 16))  # compiles (contiguous)
+        return fn
+
+    with torch.no_grad():
+        compiled = compile_program(ft.reinplace_compiler)
+        unbound = compile_program(
+            functools.partial(ft.reinplace_compiler, inner=lambda gm, _: make_boxed_func(gm.forward))
+        )
+        if strided:  # the kernels assume contiguity: eager would write other elements
+            want_x, want_y = make()
+            expected = unbound(want_x, want_y)
+        else:
+            want_x, want_y = make()
+            expected = _sites_program(lambda k: k, want_x, want_y)
+        site_calls, general_calls = [], []
+        real_launch, real_general = rp.LaunchSite.launch, rp.launch_in_place
+
+        def count_site(site: Any, *tensors: Any) -> None:
+            site_calls.append(site)
+            real_launch(site, *tensors)
+
+        def count_general(**kwargs: Any) -> None:
+            general_calls.append(kwargs)
+            real_general(**kwargs)
+
+        monkeypatch.setattr(rp.LaunchSite, "launch", count_site)
+        monkeypatch.setattr(rp, "launch_in_place", count_general)
+        x, y = make()
+        got = compiled(x, y)
+    assert len(site_calls) == 2
+    assert len(general_calls) == (2 if strided else 0)
+    for a, b in zip([*got, x, y], [*expected, want_x, want_y]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
