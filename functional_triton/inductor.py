@@ -49,9 +49,12 @@ codegen registry (``_compat.register_python_codegen``), a lowered node's call is
 a call of ``runner(op, spec)``, bound once when the compiled module loads: a closure over
 the node's template (its constant parts built once, its tensors and symbols filled in per
 call) that runs what the operator's body runs, the dense rule with all its run-time checks
-(sizes, strides, aliasing). The operators stay registered for what calls them otherwise
-(torch without that registry, the C++ wrapper). ``python benchmarks/bench_compile.py
---wrapper`` measures the per-call cost with the launch itself stubbed.
+(sizes, strides, aliasing). A node launched in place with a grid of ints and tensor arguments
+only is bound once more, as ``reinplace_compiler``'s runner binds it (Note [launch sites] in
+passes/reinplace.py): the runner calls the site with the tensors as they come. The operators
+stay registered for what calls them otherwise (torch without that registry, the C++ wrapper).
+``python benchmarks/bench_compile.py --wrapper`` measures the per-call cost with the launch
+itself stubbed.
 
 A graph holding this library's higher-order operators is never put in Inductor's FX graph
 cache (they are not declared cacheable), so a cached artifact never names a side-table
@@ -381,6 +384,20 @@ def runner(op: str, spec: int) -> Any:
     (Note [Inductor host overhead]): its arguments rebuilt from a template made once."""
     parts = _lowered[spec].parts
     if op == "functional_launch_":
+        site = _launch_site(parts)
+        if site is not None:  # Note [launch sites], as reinplace_compiler's runner binds them
+            launch, slots = site
+            if slots == tuple(range(len(slots))):
+
+                def launch_site(tensors: list[Tensor], symbols: list[int]) -> None:
+                    launch(*tensors)
+
+            else:
+
+                def launch_site(tensors: list[Tensor], symbols: list[int]) -> None:
+                    launch(*[tensors[i] for i in slots])
+
+            return launch_site
 
         def launch_in_place(tensors: list[Tensor], symbols: list[int]) -> None:
             _launch_in_place(_build(parts, tensors, symbols))
@@ -402,6 +419,30 @@ def runner(op: str, spec: int) -> Any:
         return [new[n] for n in node["layouts"]]
 
     return clone
+
+
+def _launch_site(parts: tuple[tuple[str, str, Any], ...]) -> tuple[Any, tuple[int, ...]] | None:
+    """A lowered in-place node's bound launch and, per tensor it takes, its index in ``tensors``;
+    None unless every part but the tensors is a constant (no symbols)."""
+    from .passes.reinplace import LaunchSite
+
+    node: dict[str, Any] = {}
+    slots: dict[str, int] = {}
+    for key, mode, data in parts:
+        if mode == "c":
+            node[key] = data
+        elif key == "kwargs" and mode == "d" and all(kind == "t" for _, (kind, _) in data):
+            slots = {name: i for name, (_, i) in data}
+        else:
+            return None
+    if not slots or "layouts" not in node:
+        return None
+    site = LaunchSite.of(
+        node["kernel_idx"], node["constant_args_idx"], node.get("grid"), tuple(slots), node["layouts"]
+    )
+    if site is None:
+        return None
+    return site.launch, tuple(slots[n] for n in site.names)
 
 
 def _direct_call(node: Any, writeline: Any) -> None:

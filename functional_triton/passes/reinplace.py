@@ -210,20 +210,37 @@ class LaunchSite:
         self.node = node  # launch_in_place's keywords less the tensors, for every other case
 
     @classmethod
+    def of(
+        cls,
+        kernel_idx: int | str,
+        constant_args_idx: int | str,
+        grid: Any,
+        names: Sequence[str],
+        layouts: Mapping[str, Sequence[Any]],
+    ) -> LaunchSite | None:
+        """The site of an in-place launch of tensors ``names``, or None where it is not simple."""
+        if type(grid) is not tuple or any(type(g) is not int for g in grid) or set(names) != set(layouts):
+            return None
+        plan = launch_plan(kernel_idx, constant_args_idx)
+        if plan.positional is None or {n for _, n in plan.dynamic} != set(names):
+            return None
+        node = {
+            "kernel_idx": kernel_idx,
+            "constant_args_idx": constant_args_idx,
+            "grid": grid,
+            "layouts": layouts,
+        }
+        return cls(plan, node)
+
+    @classmethod
     def bind(cls, kwargs: Mapping[str, Any]) -> LaunchSite | None:
         """The site of a ``launch_in_place`` node's keywords, or None where it is not simple."""
-        grid, tensors, layouts = kwargs["grid"], kwargs["kwargs"], kwargs["layouts"]
-        if type(grid) is not tuple or any(type(g) is not int for g in grid):
-            return None
-        if set(tensors) != set(layouts) or not all(
-            isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor) for v in tensors.values()
-        ):
-            return None
-        plan = launch_plan(kwargs["kernel_idx"], kwargs["constant_args_idx"])
-        if plan.positional is None or {n for _, n in plan.dynamic} != set(tensors):
-            return None
-        node = {k: v for k, v in kwargs.items() if k != "kwargs"}
-        return cls(plan, node)
+        tensors = kwargs["kwargs"]
+        for v in tensors.values():
+            if not (isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor)):
+                return None  # a symbolic scalar among the arguments
+        indices = kwargs["kernel_idx"], kwargs["constant_args_idx"]
+        return cls.of(*indices, kwargs["grid"], tuple(tensors), kwargs["layouts"])
 
     def launch(self, *tensors: Any) -> None:
         if not dispatch_stack_len() and functorch_interpreter() is None:

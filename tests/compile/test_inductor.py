@@ -155,6 +155,7 @@ def test_inductor_training_step_matches_eager() -> None:
 
 
 def test_direct_calls_keep_the_run_time_size_checks() -> None:
+    inductor.register()  # sets _DIRECT_CALLS (Dynamo's first capture does it otherwise)
     if not inductor._DIRECT_CALLS:
         pytest.skip("this torch has no Inductor custom codegen registry: generated code calls the operator")
     torch._dynamo.reset()
@@ -186,3 +187,30 @@ def test_inductor_does_not_move_an_earlier_read_after_an_in_place_launch() -> No
     training case, found by a test of the leaf-write path)."""
     check_compiled(_read_then_write, lambda: (torch.arange(N, dtype=torch.float32),), backends=("inductor",))
     # The training case (a backward reading its saved input, then writing it): test_leaf_writes.py.
+
+
+def test_direct_calls_of_simple_launches_go_through_bound_sites() -> None:
+    """Note [launch sites]: a lowered in-place launch with a grid of ints and tensor arguments only
+    is bound once; other sizes still raise naming the argument, other strides run as before."""
+    inductor.register()  # sets _DIRECT_CALLS (Dynamo's first capture does it otherwise)
+    if not inductor._DIRECT_CALLS:
+        pytest.skip("this torch has no Inductor custom codegen registry: generated code calls the operator")
+    torch._dynamo.reset()
+
+    def prog(x):
+        ft.wrap_triton(k.add_one_inplace)[(3,)](x, N, BLOCK=16)
+        return x * 2
+
+    with torch.no_grad():
+        _, codes = run_and_get_code(torch.compile(prog, fullgraph=True), torch.zeros(N))
+    (spec,) = re.findall(r"_ft_functional_launch__(\d+)\(\[\w+\], \[\]\)", "\n".join(codes))
+    launch = inductor.runner("functional_launch_", int(spec))
+    assert launch.__name__ == "launch_site"
+    x = torch.zeros(N)
+    launch([x], [])
+    torch.testing.assert_close(x, torch.ones(N), rtol=0, atol=0)
+    strided = torch.zeros(2 * N)[::2]  # traced contiguous: re-strided, launched, written back
+    launch([strided], [])
+    torch.testing.assert_close(strided, torch.ones(N), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="'x_ptr' has shape"):
+        launch([torch.zeros(N + 8)], [])
