@@ -310,6 +310,24 @@ def graph_uses_plain_codegen(gm: Any) -> bool:
     return type(getattr(gm.graph, "_codegen", None)) is torch.fx.CodeGen
 
 
+def direct_operator_call(op: Any) -> Callable[..., Any] | None:
+    """The C++ callable an aten ``OpOverload`` call ends in, or None where its ``__call__`` does more.
+
+    ``OpOverload.__call__`` is ``return self._op(*args, **kwargs)`` (torch 2.11, 2.13); torch 2.14 adds a
+    branch for ops with a PyObject fast path (``torch.library.custom_op``'s, ``_pyobj_dispatcher`` set),
+    whose ``_op`` is then that path and ``_cpp_dispatch_handle`` the dispatcher's own entry. An op with
+    no fast path (every aten op) calls the dispatcher's entry either way. Subclasses (TorchBind ops) and
+    ops with the fast path keep their ``__call__``. Reads private attributes; checked on torch 2.11, 2.13
+    and 2.14.
+    """
+    import torch
+
+    if type(op) is not torch._ops.OpOverload or getattr(op, "_pyobj_dispatcher", None) is not None:
+        return None
+    call = getattr(op, "_cpp_dispatch_handle", None) or getattr(op, "_op", None)
+    return call if callable(call) else None
+
+
 # --- autotune hooks, run at analysis time on stand-in arguments (autotune_hooks.py) -----------------
 
 import contextlib as _contextlib  # noqa: E402

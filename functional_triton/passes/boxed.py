@@ -11,16 +11,28 @@ eager's. FX's generated code already sets each value to ``None`` after its last 
 generated function takes the list itself and empties it before the body runs, so those
 ``None`` assignments release the inputs too. The code runs in a copy of the graph module,
 so the caller's ``gm`` keeps its usual signature.
+
+Note [direct operator calls]
+FX writes an aten call as ``torch.ops.aten.mm.default(a, b)``: four attribute loads, then
+``OpOverload.__call__``, a Python frame whose body is ``self._op(*args, **kwargs)``. In a replayed
+graph that frame is most of the difference between a graph's op and the same op called eagerly
+(on the CPU host, ~2.1 us against ~1.5 us for the C++ callable and ~1.2 us for ``torch.add``), and a
+training step's graphs call hundreds of them. The code that runs here names the C++ callable
+(``_compat.direct_operator_call``) as a global instead, for every ``OpOverload`` whose ``__call__``
+does nothing else; the dispatcher, and with it every mode and subclass, sees the same call.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from torch import fx
 
-from .._compat import graph_uses_plain_codegen
+from .._compat import direct_operator_call, graph_uses_plain_codegen
+
+_OPERATOR_CALL = re.compile(r"\btorch\.ops\.(\w+\.\w+\.\w+)\(")
 
 
 class _BoxedCodeGen(fx.CodeGen):
@@ -33,6 +45,31 @@ class _BoxedCodeGen(fx.CodeGen):
             lines.append(f"    {', '.join(names)}, = args_list")
         lines.append("    args_list.clear()")
         return "\n".join(lines)
+
+    def _gen_python_code(self, nodes: Any, *args: Any, **kwargs: Any) -> Any:
+        code = super()._gen_python_code(nodes, *args, **kwargs)
+        direct: dict[str, str] = {}  # Note [direct operator calls]
+        for node in nodes:
+            if node.op != "call_function" or str(node.target) in direct:
+                continue
+            call = direct_operator_call(node.target)
+            if call is None:
+                continue
+            name = base = f"_op_{str(node.target).replace('.', '_')}"
+            suffix = 0
+            while re.search(rf"\b{name}\b", code.src):  # never a name the code already uses
+                suffix += 1
+                name = f"{base}_{suffix}"
+            direct[str(node.target)] = name
+            code.globals[name] = call
+
+        def named(match: re.Match[str]) -> str:
+            name = direct.get(match.group(1))
+            return match.group(0) if name is None else name + "("
+
+        if direct:
+            code.src = _OPERATOR_CALL.sub(named, code.src)
+        return code
 
 
 def boxed_freeing_inputs(

@@ -147,17 +147,26 @@ def _launched_as_traced(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequenc
         return False
     if len(kwargs) != len(layouts) and not is_plain((), kwargs):  # symbols among the arguments
         return False
-    addresses = set()
+    addresses, groups = [], []
     for name, raw in layouts.items():
         t = kwargs[name]
         if type(t) not in _PLAIN_TENSOR_TYPES or t.is_meta:
             return False
         if t.shape != raw[1] or t.stride() != raw[2]:  # torch.Size equals a tuple of ints
             return False
-        addresses.add(t.untyped_storage().data_ptr())
-    if len(addresses) != len(layouts):  # arguments sharing a storage (or empty ones): look closer
+        addresses.append(t.untyped_storage().data_ptr())
+        groups.append(raw[0])
+    if not shared_as_traced(addresses, groups):
         check_untraced_aliasing(kwargs, layouts)  # the pass relied on the traced aliasing too
     return True
+
+
+def shared_as_traced(addresses: Sequence[int], groups: Sequence[Any]) -> bool:
+    """Whether tensors at storage ``addresses`` (one per argument) share storages only within the
+    alias ``groups`` they were traced in: then no two of distinct groups overlap, and
+    ``check_untraced_aliasing`` has nothing to find. (Empty and meta tensors have address 0.)"""
+    distinct = len(set(addresses))
+    return distinct == len(addresses) or len(set(zip(addresses, groups))) == distinct
 
 
 _PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
@@ -194,7 +203,18 @@ torch.fx.node.has_side_effect(write_back)
 class LaunchSite:
     """One in-place launch of a graph, bound once (Note [launch sites])."""
 
-    __slots__ = ("kernel", "positional", "slots", "names", "shapes", "strides", "grid", "options", "node")
+    __slots__ = (
+        "kernel",
+        "positional",
+        "slots",
+        "names",
+        "groups",
+        "shapes",
+        "strides",
+        "grid",
+        "options",
+        "node",
+    )
 
     def __init__(self, plan: Any, node: dict[str, Any]) -> None:
         layouts = node["layouts"]
@@ -203,6 +223,7 @@ class LaunchSite:
         self.positional = plan.positional
         self.names = tuple(layouts)
         self.slots = tuple(by_name[n] for n in self.names)
+        self.groups = tuple(layouts[n][0] for n in self.names)
         self.shapes = tuple(tuple(layouts[n][1]) for n in self.names)
         self.strides = tuple(tuple(layouts[n][2]) for n in self.names)
         self.grid = node["grid"]
@@ -245,16 +266,19 @@ class LaunchSite:
     def launch(self, *tensors: Any) -> None:
         if not dispatch_stack_len() and functorch_interpreter() is None:
             args = list(self.positional)
+            storages = []
             for i, t, shape, stride in zip(self.slots, tensors, self.shapes, self.strides):
-                if type(t) not in _PLAIN_TENSOR_TYPES or t.is_meta:
+                if type(t) not in _PLAIN_TENSOR_TYPES or t.shape != shape or t.stride() != stride:
+                    break  # (torch.Size equals a tuple of ints)
+                storage = t.untyped_storage().data_ptr()
+                if not storage:  # a meta or an empty tensor: the general path
                     break
-                if t.shape != shape or t.stride() != stride:  # torch.Size equals a tuple of ints
-                    break
+                storages.append(storage)
                 args[i] = t
             else:
-                # Two sharing a storage (or empty ones): the traced aliasing, looked at closer.
-                n = len(tensors)
-                if n > 1 and len({t.untyped_storage().data_ptr() for t in tensors}) != n:
+                # Tensors sharing a storage: as traced where each storage's tensors are of one
+                # alias group (then none of two groups overlap); else the complete check.
+                if len(storages) > 1 and not shared_as_traced(storages, self.groups):
                     check_untraced_aliasing(dict(zip(self.names, tensors)), self.node["layouts"])
                 if self.options:
                     self.kernel.run(*args, grid=self.grid, warmup=False, **self.options)

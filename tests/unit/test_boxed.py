@@ -92,3 +92,95 @@ def test_reinplace_compiler_frees_saved_tensors_in_backward() -> None:
     assert all(a is not None and b is not None and torch.equal(a, b) for a, b in zip(traced, eager))
     assert len(refs) > 0, "the probe found no saved activation"
     assert seen == [False], "the backward graph kept its saved tensors alive"
+
+
+# --- Note [direct operator calls] -------------------------------------------------------------------
+
+
+def _aten_graph() -> tuple[fx.GraphModule, list[torch.Tensor]]:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> Any:
+        values, indices = torch.max(x @ y, dim=1)  # a tuple-returning op, keywords
+        return values.relu() + 1, indices, torch.cat([x, y], dim=0).sum(dim=0, keepdim=True)
+
+    args = [torch.randn(4, 4), torch.randn(4, 4)]
+    return make_fx(f)(*args), args
+
+
+class _OpLog(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[Any] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def _python_calls_of_operators(fn: Any) -> tuple[Any, int]:
+    """``fn()``'s result and how many times it went through ``OpOverload.__call__``."""
+    calls = [0]
+    original = torch._ops.OpOverload.__call__
+
+    def counting(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(self, *args, **kwargs)
+
+    torch._ops.OpOverload.__call__ = counting  # type: ignore[method-assign]
+    try:
+        return fn(), calls[0]
+    finally:
+        torch._ops.OpOverload.__call__ = original  # type: ignore[method-assign]
+
+
+def test_aten_calls_skip_the_python_frame_with_the_same_results_and_dispatch() -> None:
+    gm, args = _aten_graph()
+    expected, through_python = _python_calls_of_operators(lambda: gm(*args))
+    assert through_python > 0  # the probe sees FX's own calls
+    run = boxed_freeing_inputs(gm)
+    out, through_python = _python_calls_of_operators(lambda: run(list(args)))
+    assert through_python == 0
+    assert len(out) == len(expected)
+    for a, b in zip(out, expected):
+        assert torch.equal(a, b) and a.dtype == b.dtype
+    with _OpLog() as direct:
+        run(list(args))
+    with _OpLog() as plain:
+        gm(*args)
+    assert direct.ops == plain.ops and plain.ops  # modes see the same calls
+
+
+def test_an_input_named_like_an_operator_global_is_not_shadowed() -> None:
+    g = fx.Graph()
+    a = g.placeholder("_op_aten_add_Tensor")  # the name the direct call would take
+    g.output(g.call_function(torch.ops.aten.add.Tensor, (a, a)))
+    run = boxed_freeing_inputs(fx.GraphModule(torch.nn.Module(), g))
+    x = torch.arange(3.0)
+    out, through_python = _python_calls_of_operators(lambda: run([x]))
+    assert torch.equal(out, x + x)
+    assert through_python == 0  # the call took another name
+
+
+def test_custom_operators_with_their_own_call_path_keep_it() -> None:
+    from functional_triton._compat import direct_operator_call
+
+    @torch.library.custom_op("ft_test_boxed::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @twice.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    op = torch.ops.ft_test_boxed.twice.default
+    g = fx.Graph()
+    a = g.placeholder("a")
+    g.output(g.call_function(op, (g.call_function(torch.ops.aten.add.Tensor, (a, 1)),)))
+    run = boxed_freeing_inputs(fx.GraphModule(torch.nn.Module(), g))
+    x = torch.arange(3.0)
+    out, through_python = _python_calls_of_operators(lambda: run([x]))
+    assert torch.equal(out, (x + 1) * 2)
+    # torch >= 2.14 gives custom ops a PyObject fast path that only __call__ takes.
+    assert through_python == (1 if direct_operator_call(op) is None else 0)
+    assert direct_operator_call(torch.ops.aten.add.Tensor) is not None

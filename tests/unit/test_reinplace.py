@@ -498,3 +498,36 @@ def test_reinplace_compiler_launches_through_bound_sites(
     assert len(general_calls) == (2 if strided else 0)
     for a, b in zip([*got, x, y], [*expected, want_x, want_y]):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _shared_program(wrap, x, z):
+    y = x * 1  # an intermediate, written in place
+    wrap(K.add_kernel)[(1,)](y, z, y, y.numel(), BLOCK=16)  # y += z: one tensor as two arguments
+    return y
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_a_launch_site_given_one_tensor_twice_as_traced_skips_the_overlap_check(
+    monkeypatch: pytest.MonkeyPatch, empty: bool
+) -> None:
+    """Note [launch sites]: arguments sharing a storage as they were traced (one alias group) launch
+    without the complete overlap check; empty tensors (no storage address) take launch_in_place."""
+    from functional_triton.passes import reinplace as rp
+
+    n = 0 if empty else 16
+    with torch.no_grad():
+        compiled = aot_function(
+            functools.partial(_shared_program, ft.wrap_triton), fw_compiler=ft.reinplace_compiler
+        )
+        compiled(torch.arange(float(n)), torch.ones(n))
+        checks, general = [], []
+        real_check, real_general = rp.check_untraced_aliasing, rp.launch_in_place
+        monkeypatch.setattr(rp, "check_untraced_aliasing", lambda *a: checks.append(a) or real_check(*a))
+        monkeypatch.setattr(rp, "launch_in_place", lambda **k: general.append(k) or real_general(**k))
+        x, z = torch.arange(float(n)), torch.linspace(-1, 1, n)
+        got = compiled(x, z)
+    expected = _shared_program(lambda k: k, torch.arange(float(n)), torch.linspace(-1, 1, n))
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert len(general) == (1 if empty else 0)
+    if not empty:  # (empty tensors of distinct groups share the null address: the complete check runs)
+        assert not checks
