@@ -527,7 +527,7 @@ def _launch_in_place_on_leaf_inputs(
             f"require grad. torch {torch.__version__} cannot copy that write back (pytorch#178622), so it is "
             "launched in place in the backward graph, which is exact only with a partitioner that keeps the "
             "traced order; torch.compile's aot_eager and inductor backends reorder it (Note [backward writes "
-            "to leaf inputs]). Use torch.compile(backend=\"functional_triton\"), torch >= 2.13, or clone the "
+            'to leaf inputs]). Use torch.compile(backend="functional_triton"), torch >= 2.13, or clone the '
             "saved tensor in the backward before the kernel writes it"
         )
     tracer = mode.tracer

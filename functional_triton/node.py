@@ -136,8 +136,17 @@ def _plan(entry: tuple[Any, Any], constants: Mapping[str, Any]) -> LaunchPlan:
     dynamic = tuple((i, name) for i, name in enumerate(arg_names) if name not in constants)
     keyword_constants = {k: v for k, v in constants.items() if k not in arg_names}
     return LaunchPlan(
-        kernel, grid_fn, arg_names, constants, descriptors, geometry, tuples, guarded,
-        positional, dynamic, keyword_constants,
+        kernel,
+        grid_fn,
+        arg_names,
+        constants,
+        descriptors,
+        geometry,
+        tuples,
+        guarded,
+        positional,
+        dynamic,
+        keyword_constants,
     )
 
 
