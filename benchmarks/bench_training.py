@@ -13,7 +13,8 @@ table gives every variant's time and peak memory as ratios to eager Liger.
 The loss is Liger's cross-entropy kernels without Liger's data-dependent Python
 (``tests/integration/liger_workarounds.py``, README known limits), scaled by 2 (loss scaling).
 
-GPU: ``python benchmarks/bench_training.py --gpu`` (hidden 2048, seq 2048, vocab 32000, bf16).
+GPU: ``python benchmarks/bench_training.py --gpu`` (hidden 2048, seq 2048, vocab 32000, bf16; ``--seq 8192``
+for a step whose kernels outlast its host time).
 Without ``--gpu``: a tiny-shape smoke run on the interpreter that checks the aot_module step's and the
 ``torch.compile(backend="functional_triton")`` step's loss, gradients and inputs equal eager's bit for
 bit (no figures claimed). ``--backends functional_triton inductor`` adds Inductor (about 15 s more on
@@ -237,6 +238,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="list the top kernels")
     parser.add_argument(
+        "--seq", type=int, default=2048, help="GPU: tokens per step (the block's batch is one sequence)"
+    )
+    parser.add_argument(
         "--backends",
         nargs="*",
         default=None,
@@ -248,7 +252,7 @@ def main() -> None:
     if args.backends is None:
         args.backends = ["functional_triton", "inductor"] if gpu else ["functional_triton"]
     device, dtype = ("cuda", torch.bfloat16) if gpu else ("cpu", torch.float32)
-    hidden, seq, vocab, heads, inter = (2048, 2048, 32000, 16, 5632) if gpu else (32, 8, 64, 2, 48)
+    hidden, seq, vocab, heads, inter = (2048, args.seq, 32000, 16, 5632) if gpu else (32, 8, 64, 2, 48)
     print(
         f"torch {torch.__version__}, triton {triton.__version__}, "
         f"{torch.cuda.get_device_name() if gpu else 'CPU interpreter (smoke check, no figures)'}; "
