@@ -47,6 +47,7 @@ class _BoxedCodeGen(fx.CodeGen):
         return "\n".join(lines)
 
     def _gen_python_code(self, nodes: Any, *args: Any, **kwargs: Any) -> Any:
+        nodes = list(nodes)  # (an iterator on some torch versions)
         code = super()._gen_python_code(nodes, *args, **kwargs)
         direct: dict[str, str] = {}  # Note [direct operator calls]
         for node in nodes:

@@ -85,6 +85,7 @@ from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_w
 from ..launch_spec import is_plain
 from ..node import FunctionalNode, MutationNode, launch_plan
 from .boxed import boxed_freeing_inputs
+from .forward_copies import remove_dead_forward_copies
 from .torch_ops import reinplace_torch_ops
 
 aten = torch.ops.aten
@@ -722,7 +723,9 @@ def reinplace_compiler(
     Pass it as ``fw_compiler``, ``bw_compiler`` or ``inference_compiler``. It rewrites
     functional kernel calls back into in-place launches where no later use of any
     overlapping alias can observe the difference (Note [reinplacing]), then hands the
-    graph to ``inner`` or, without one, runs it as is.
+    graph to ``inner`` or, without one, runs it as is. In a backward graph it first removes
+    the unused copies of forward random ops that AOTAutograd's default partitioner leaves
+    there (Note [dead forward copies]): they ran the op again and drew from the generator.
 
     Args:
         gm: the graph AOTAutograd produced.
@@ -738,6 +741,7 @@ def reinplace_compiler(
         ...                         bw_compiler=ft.reinplace_compiler)
         >>> chained = functools.partial(ft.reinplace_compiler, inner=my_compiler)  # doctest: +SKIP
     """
+    remove_dead_forward_copies(gm)  # first: their reads would keep saved tensors from being written
     reinplace(gm)
     reinplace_torch_ops(gm, containers=(launch_arguments,))  # after: Note [reinplacing torch ops]
     if inner is not None:
