@@ -69,7 +69,7 @@ def _steps(step: Callable[..., torch.Tensor]) -> list[torch.Tensor]:
     torch.manual_seed(3)
     x = torch.randn(N, requires_grad=True)
     w = torch.randn(N, requires_grad=True)
-    seen = []
+    seen: list[torch.Tensor] = []
     for _ in range(2):
         x.grad = w.grad = None
         loss = step(x, w)

@@ -520,10 +520,20 @@ def test_a_launch_site_given_one_tensor_twice_as_traced_skips_the_overlap_check(
             functools.partial(_shared_program, ft.wrap_triton), fw_compiler=ft.reinplace_compiler
         )
         compiled(torch.arange(float(n)), torch.ones(n))
-        checks, general = [], []
+        checks: list[Any] = []
+        general: list[Any] = []
         real_check, real_general = rp.check_untraced_aliasing, rp.launch_in_place
-        monkeypatch.setattr(rp, "check_untraced_aliasing", lambda *a: checks.append(a) or real_check(*a))
-        monkeypatch.setattr(rp, "launch_in_place", lambda **k: general.append(k) or real_general(**k))
+
+        def check(*a: Any) -> None:
+            checks.append(a)
+            real_check(*a)
+
+        def launch(**k: Any) -> None:
+            general.append(k)
+            real_general(**k)
+
+        monkeypatch.setattr(rp, "check_untraced_aliasing", check)
+        monkeypatch.setattr(rp, "launch_in_place", launch)
         x, z = torch.arange(float(n)), torch.linspace(-1, 1, n)
         got = compiled(x, z)
     expected = _shared_program(lambda k: k, torch.arange(float(n)), torch.linspace(-1, 1, n))
