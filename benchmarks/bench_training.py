@@ -224,6 +224,43 @@ def counting_launches(backend: str, counts: list[int]) -> Callable[..., Any]:
     return compile_graph
 
 
+def host_time(run_eager: Callable[[], Any], run_traced: Callable[[], Any], rounds: int = 15) -> None:
+    """The host time of one step, eager and traced side by side (rounds interleaved), with every
+    Triton kernel's ``run`` a no-op: what the step costs the host beyond its kernels' work (the
+    values it computes are then meaningless, so this runs after the smoke check)."""
+    from functional_triton.launch_spec import _triton_kernel_types
+    from tests.integration.liger import _liger_modules
+
+    stubbed = {
+        id(v): v for m in _liger_modules() for v in vars(m).values() if isinstance(v, _triton_kernel_types())
+    }
+    own = {key: vars(kernel).get("run") for key, kernel in stubbed.items()}
+    for kernel in stubbed.values():
+        kernel.run = lambda *a, **k: None
+    try:
+        samples: dict[str, list[float]] = {"eager": [], "traced": []}
+        for fn in (run_eager, run_traced):
+            for _ in range(5):
+                fn()
+        for _ in range(rounds):
+            for name, fn in (("eager", run_eager), ("traced", run_traced)):
+                t0 = time.perf_counter()
+                for _ in range(20):
+                    fn()
+                samples[name].append((time.perf_counter() - t0) / 20)
+    finally:
+        for key, kernel in stubbed.items():
+            if own[key] is None:
+                del kernel.run
+            else:
+                kernel.run = own[key]
+    eager_s, traced_s = (statistics.median(samples[n]) for n in ("eager", "traced"))
+    print(
+        f"host time per step, kernels' run a no-op ({len(stubbed)} kernels): eager {eager_s * 1e6:.0f} us, "
+        f"aot_module+reinplace {traced_s * 1e6:.0f} us ({traced_s / eager_s:.3f}x)"
+    )
+
+
 def fixed_device_arch() -> None:
     """Liger's swiglu asks ``infer_device_arch()`` (an lru_cache) on every call; Dynamo traces through
     the cache into ``is_npu_available``, whose ``import transformers`` it cannot trace (Liger installed
@@ -237,6 +274,12 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="list the top kernels")
+    parser.add_argument(
+        "--host",
+        action="store_true",
+        help="without --gpu: after the smoke check, the host time of one step, eager and aot_module+reinplace, "
+        "every kernel's run a no-op",
+    )
     parser.add_argument(
         "--seq", type=int, default=2048, help="GPU: tokens per step (the block's batch is one sequence)"
     )
@@ -310,6 +353,11 @@ def main() -> None:
                 "smoke check passed: loss, every gradient and the input gradient equal eager bit for bit "
                 "(aot_module+reinplace, torch.compile functional_triton), no kernel copy left"
             )
+            if args.host:
+                host_time(
+                    lambda: step(eager, list(eager.parameters()), eager_args),
+                    lambda: step(compiled, list(traced_model.parameters()), traced_args),
+                )
             return
         run_eager = lambda: step(eager, list(eager.parameters()), eager_args)  # noqa: E731
         run_traced = lambda: step(compiled, list(traced_model.parameters()), traced_args)  # noqa: E731
