@@ -277,8 +277,8 @@ def main() -> None:
     parser.add_argument(
         "--host",
         action="store_true",
-        help="without --gpu: after the smoke check, the host time of one step, eager and aot_module+reinplace, "
-        "every kernel's run a no-op",
+        help="without --gpu: after the smoke check, the host time of one step, eager and "
+        "aot_module+reinplace, every kernel's run a no-op",
     )
     parser.add_argument(
         "--seq", type=int, default=2048, help="GPU: tokens per step (the block's batch is one sequence)"
