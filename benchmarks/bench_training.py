@@ -231,7 +231,7 @@ def host_time(run_eager: Callable[[], Any], run_traced: Callable[[], Any], round
     from functional_triton.launch_spec import _triton_kernel_types
     from tests.integration.liger import _liger_modules
 
-    stubbed = {
+    stubbed: dict[int, Any] = {
         id(v): v for m in _liger_modules() for v in vars(m).values() if isinstance(v, _triton_kernel_types())
     }
     own = {key: vars(kernel).get("run") for key, kernel in stubbed.items()}
