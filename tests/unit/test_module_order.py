@@ -40,6 +40,7 @@ ORDER = [
     "fake_rules",
     "functionalize",
     "passes.boxed",
+    "passes.forward_copies",
     "passes.torch_ops",
     "passes.reinplace",
     "registrations",
