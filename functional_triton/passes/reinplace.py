@@ -279,7 +279,8 @@ class LaunchSite:
             else:
                 # Tensors sharing a storage: as traced where each storage's tensors are of one
                 # alias group (then none of two groups overlap); else the complete check.
-                if len(storages) > 1 and not shared_as_traced(storages, self.groups):
+                n = len(storages)
+                if n > 1 and len(set(storages)) != n and not shared_as_traced(storages, self.groups):
                     check_untraced_aliasing(dict(zip(self.names, tensors)), self.node["layouts"])
                 if self.options:
                     self.kernel.run(*args, grid=self.grid, warmup=False, **self.options)
