@@ -58,7 +58,7 @@ class _BoxedCodeGen(fx.CodeGen):
                 continue
             name = base = f"_op_{str(node.target).replace('.', '_')}"
             suffix = 0
-            while re.search(rf"\b{name}\b", code.src):  # never a name the code already uses
+            while name in code.globals or re.search(rf"\b{name}\b", code.src):  # a fresh name
                 suffix += 1
                 name = f"{base}_{suffix}"
             direct[str(node.target)] = name

@@ -184,3 +184,21 @@ def test_custom_operators_with_their_own_call_path_keep_it() -> None:
     # torch >= 2.14 gives custom ops a PyObject fast path that only __call__ takes.
     assert through_python == (1 if direct_operator_call(op) is None else 0)
     assert direct_operator_call(torch.ops.aten.add.Tensor) is not None
+
+
+def test_operators_whose_names_meet_take_distinct_globals() -> None:
+    """``ns_a.b.c`` and ``ns.a_b.c`` both flatten to ``_op_ns_a_b_c``: each keeps its own global."""
+    from torch.library import Library
+
+    libs = [Library("ft_test_boxed_a", "DEF"), Library("ft_test_boxed_a_b", "DEF")]
+    libs[0].define("b_c(Tensor x) -> Tensor")
+    libs[0].impl("b_c", lambda x: x + 1, "CompositeExplicitAutograd")
+    libs[1].define("c(Tensor x) -> Tensor")
+    libs[1].impl("c", lambda x: x * 10, "CompositeExplicitAutograd")
+    first, second = torch.ops.ft_test_boxed_a.b_c.default, torch.ops.ft_test_boxed_a_b.c.default
+    g = fx.Graph()
+    a = g.placeholder("a")
+    g.output(g.call_function(second, (g.call_function(first, (a,)),)))
+    run = boxed_freeing_inputs(fx.GraphModule(torch.nn.Module(), g))
+    x = torch.arange(3.0)
+    assert torch.equal(run([x]), (x + 1) * 10)
