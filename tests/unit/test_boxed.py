@@ -202,3 +202,23 @@ def test_operators_whose_names_meet_take_distinct_globals() -> None:
     run = boxed_freeing_inputs(fx.GraphModule(torch.nn.Module(), g))
     x = torch.arange(3.0)
     assert torch.equal(run([x]), (x + 1) * 10)
+
+
+def test_torch_compile_over_a_compiled_graph_breaks_there_and_matches() -> None:
+    """README known limits: Dynamo cannot trace the direct calls of a reinplace_compiler graph it
+    meets inside a compiled function: it breaks the graph there and runs the graph as compiled."""
+    import warnings
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).relu() + 1
+
+    compiled = aot_function(f, fw_compiler=ft.reinplace_compiler)
+    x = torch.randn(8)
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "does not know how to trace the builtin"
+        explained = torch._dynamo.explain(lambda t: compiled(t) * 3)(x)
+        torch._dynamo.reset()
+        out = torch.compile(lambda t: compiled(t) * 3, backend="eager")(x)
+    assert explained.graph_break_count >= 1
+    assert torch.equal(out, f(x) * 3)
