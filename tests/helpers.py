@@ -13,6 +13,7 @@ from typing import Any, Literal
 import torch
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import functional_triton as ft
 from functional_triton.side_table import kernel_side_table
@@ -158,3 +159,15 @@ class CloneCounts:
 def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
     """Bit-for-bit equal: values (NaN where NaN), shape, dtype, device."""
     torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+
+
+class RecordingMode(TorchDispatchMode):
+    """A user's mode: records every op it sees and runs it (HOPs are not its business)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))

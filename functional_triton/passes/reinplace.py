@@ -72,7 +72,7 @@ from __future__ import annotations
 import logging
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import torch
@@ -148,7 +148,7 @@ def _launched_as_traced(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequenc
         return False
     if len(kwargs) != len(layouts) and not is_plain((), kwargs):  # symbols among the arguments
         return False
-    addresses, groups = [], []
+    addresses = []
     for name, raw in layouts.items():
         t = kwargs[name]
         if type(t) not in _PLAIN_TENSOR_TYPES or t.is_meta:
@@ -156,16 +156,16 @@ def _launched_as_traced(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequenc
         if t.shape != raw[1] or t.stride() != raw[2]:  # torch.Size equals a tuple of ints
             return False
         addresses.append(t.untyped_storage().data_ptr())
-        groups.append(raw[0])
-    if not shared_as_traced(addresses, groups):
+    if not shared_as_traced(addresses, (raw[0] for raw in layouts.values())):
         check_untraced_aliasing(kwargs, layouts)  # the pass relied on the traced aliasing too
     return True
 
 
-def shared_as_traced(addresses: Sequence[int], groups: Sequence[Any]) -> bool:
+def shared_as_traced(addresses: Sequence[int], groups: Iterable[Any]) -> bool:
     """Whether tensors at storage ``addresses`` (one per argument) share storages only within the
     alias ``groups`` they were traced in: then no two of distinct groups overlap, and
-    ``check_untraced_aliasing`` has nothing to find. (Empty and meta tensors have address 0.)"""
+    ``check_untraced_aliasing`` has nothing to find. (Empty and meta tensors have address 0.)
+    ``groups`` is read only where two addresses meet."""
     distinct = len(set(addresses))
     return distinct == len(addresses) or len(set(zip(addresses, groups))) == distinct
 

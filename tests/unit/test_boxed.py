@@ -11,6 +11,7 @@ from torch import fx
 
 import functional_triton as ft
 from functional_triton.passes.boxed import boxed_freeing_inputs
+from tests.helpers import RecordingMode
 
 _SEEN: list[bool] = []
 _REFS: list[weakref.ref[torch.Tensor]] = []
@@ -108,16 +109,6 @@ def _aten_graph() -> tuple[fx.GraphModule, list[torch.Tensor]]:
     return make_fx(f)(*args), args
 
 
-class _OpLog(torch.utils._python_dispatch.TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[Any] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.ops.append(func)
-        return func(*args, **(kwargs or {}))
-
-
 def _python_calls_of_operators(fn: Any) -> tuple[Any, int]:
     """``fn()``'s result and how many times it went through ``OpOverload.__call__``."""
     calls = [0]
@@ -144,11 +135,11 @@ def test_aten_calls_skip_the_python_frame_with_the_same_results_and_dispatch() -
     assert len(out) == len(expected)
     for a, b in zip(out, expected):
         assert torch.equal(a, b) and a.dtype == b.dtype
-    with _OpLog() as direct:
+    with RecordingMode() as direct:
         run(list(args))
-    with _OpLog() as plain:
+    with RecordingMode() as plain:
         gm(*args)
-    assert direct.ops == plain.ops and plain.ops  # modes see the same calls
+    assert direct.seen == plain.seen and plain.seen  # modes see the same calls
 
 
 def test_an_input_named_like_an_operator_global_is_not_shadowed() -> None:

@@ -20,19 +20,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import functional_triton as ft
 from tests.harness import compare, compile_mode, raw, run_once
+from tests.helpers import RecordingMode
 from tests.kernels import add_kernel, add_one_inplace
-
-
-class RecordingMode(TorchDispatchMode):
-    """A user's mode: records every op it sees and runs it (HOPs are not its business)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[Any] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.seen.append(func)
-        return func(*args, **(kwargs or {}))
 
 
 class DecliningMode(TorchDispatchMode):
