@@ -328,6 +328,50 @@ def direct_operator_call(op: Any) -> Callable[..., Any] | None:
     return call if callable(call) else None
 
 
+def _python_bindings() -> dict[Any, tuple[Callable[..., Any], frozenset[str]]]:
+    import torch
+
+    aten, tensor, functions = torch.ops.aten, torch._C.TensorBase, torch._C._VariableFunctions
+    none: frozenset[str] = frozenset()
+    return {
+        aten.view.default: (tensor.view, none),
+        aten.t.default: (tensor.t, none),
+        aten.transpose.int: (tensor.transpose, none),
+        aten.permute.default: (tensor.permute, none),
+        aten.expand.default: (tensor.expand, frozenset({"implicit"})),
+        aten.unsqueeze.default: (tensor.unsqueeze, none),
+        aten.detach.default: (tensor.detach, none),
+        aten.mm.default: (functions.mm, none),
+        aten.bmm.default: (functions.bmm, none),
+        aten.addmm.default: (functions.addmm, frozenset({"beta", "alpha"})),
+        aten.addmm_.default: (tensor.addmm_, frozenset({"beta", "alpha"})),
+    }
+
+
+_BINDINGS: dict[Any, tuple[Callable[..., Any], frozenset[str]]] = {}
+
+
+def python_binding(op: Any, keywords: Any = ()) -> Callable[..., Any] | None:
+    """The Python binding (``Tensor.view``, ``torch.mm``) that calls exactly the aten ``OpOverload``
+    ``op`` when given a graph call's arguments, or None.
+
+    A binding parses its arguments with generated C++ and is ~0.4 us faster per call on the CPU host
+    than the operator's own callable (``direct_operator_call``), which parses them against the schema.
+    Listed here only are overloads that every binding call with the graph's arguments resolves to:
+    tensors, ints and int lists positionally (the binding's other signatures take a dtype, names or
+    a leading scalar), and the ``keywords`` listed, whose names the binding shares. Dispatch is the
+    same (autograd, modes, subclasses' ``__torch_dispatch__``); a ``__torch_function__`` override or
+    mode is called with the binding as ``func``, as for eager code calling it. Checked on torch 2.11,
+    2.13 and 2.14.
+    """
+    if not _BINDINGS:
+        _BINDINGS.update(_python_bindings())
+    hit = _BINDINGS.get(op)
+    if hit is None or not hit[1].issuperset(keywords):
+        return None
+    return hit[0]
+
+
 # --- autotune hooks, run at analysis time on stand-in arguments (autotune_hooks.py) -----------------
 
 import contextlib as _contextlib  # noqa: E402

@@ -142,6 +142,77 @@ def test_aten_calls_skip_the_python_frame_with_the_same_results_and_dispatch() -
     assert direct.seen == plain.seen and plain.seen  # modes see the same calls
 
 
+class _FunctionRecorder(torch.overrides.TorchFunctionMode):
+    """Records the ``func`` of every call that reaches ``__torch_function__``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def _view_and_matmul_graph() -> tuple[fx.GraphModule, list[torch.Tensor]]:
+    """Every operator that takes its Python binding (``_compat.python_binding``), keywords too."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x: torch.Tensor, y: torch.Tensor, b: torch.Tensor) -> Any:
+        m = torch.mm(x.t(), y.view(4, 6).transpose(0, 1).t())  # view, t, transpose.int, mm
+        batched = torch.bmm(m.unsqueeze(0).expand(2, 6, 6), m.permute(1, 0).expand(2, 6, 6))
+        z = torch.addmm(b, m, m, beta=2.0, alpha=0.5)
+        acc = m.clone()
+        acc.addmm_(z, m, beta=0.25)
+        return batched.detach(), z, acc
+
+    args = [torch.randn(4, 6), torch.randn(6, 4), torch.randn(6, 6)]
+    return make_fx(f)(*args), args
+
+
+def test_view_and_matmul_operators_take_their_bindings_with_the_same_calls() -> None:
+    """Note [direct operator calls]: ``Tensor.view``, ``torch.mm`` and the others listed in
+    ``_compat.python_binding`` dispatch exactly the graph's overloads."""
+    from functional_triton._compat import python_binding
+
+    gm, args = _view_and_matmul_graph()
+    targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+    bound = {t for t in targets if python_binding(t) is not None}
+    assert {torch.ops.aten.addmm.default, torch.ops.aten.addmm_.default, torch.ops.aten.view.default} <= bound
+    assert len(bound) >= 10, sorted(map(str, bound))
+    run = boxed_freeing_inputs(gm)
+    with _FunctionRecorder() as called:
+        run(list(args))
+    assert {python_binding(t) for t in bound} <= set(called.seen)  # the bindings ran
+    expected, _ = _python_calls_of_operators(lambda: gm(*args))
+    out, through_python = _python_calls_of_operators(lambda: run(list(args)))
+    assert through_python == 0
+    for a, b in zip(out, expected, strict=True):
+        assert torch.equal(a, b) and a.dtype == b.dtype and a.stride() == b.stride()
+    with RecordingMode() as replayed:
+        run(list(args))
+    with RecordingMode() as plain:
+        gm(*args)
+    assert replayed.seen == plain.seen and set(bound) <= set(plain.seen)
+
+
+def test_an_operator_given_a_keyword_its_binding_may_not_share_keeps_its_own_callable() -> None:
+    from functional_triton._compat import python_binding
+
+    view = torch.ops.aten.view.default
+    assert python_binding(view) is not None and python_binding(view, {"size": [6]}) is None
+    g = fx.Graph()
+    a = g.placeholder("a")
+    g.output(g.call_function(view, (g.call_function(view, (a, [3, 2])),), {"size": [6]}))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    run = boxed_freeing_inputs(gm)
+    x = torch.arange(6.0)
+    with _FunctionRecorder() as called:
+        out = run([x])
+    assert torch.equal(out, x)
+    assert called.seen == [view, view]  # both calls keep the op's own callable
+
+
 def test_an_input_named_like_an_operator_global_is_not_shadowed() -> None:
     g = fx.Graph()
     a = g.placeholder("_op_aten_add_Tensor")  # the name the direct call would take
