@@ -8,7 +8,8 @@ peak memory (``torch.cuda.max_memory_allocated`` during the step, above what was
 with that model's gradients cleared, so both sides count the gradients the step allocates).
 The same step under ``torch.compile`` (``backend="functional_triton"`` and ``backend="inductor"``, the
 kernels routed through ``ft.wrap_triton``; ``--backends`` chooses) is measured in the same run, and the
-table gives every variant's time and peak memory as ratios to eager Liger.
+table gives every variant's time and peak memory as ratios to eager Liger (the variants take turns round
+by round, so a host whose speed drifts slows each alike).
 ``--profile`` adds, for eager and aot_module, the CUDA kernels that take the most device time.
 The loss is Liger's cross-entropy kernels without Liger's data-dependent Python
 (``tests/integration/liger_workarounds.py``, README known limits), scaled by 2 (loss scaling).
@@ -25,6 +26,7 @@ its largest difference is printed, not asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import functools
 import os
@@ -124,30 +126,33 @@ def step(model: Callable[..., Any], params: list[torch.nn.Parameter], args: tupl
     return loss
 
 
-def timed(fn: Callable[[], Any], gpu: bool, reps: int) -> float:
-    """Median seconds of one synchronised call."""
-    samples = []
-    for _ in range(reps):
-        if gpu:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if gpu:
-            torch.cuda.synchronize()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+QUEUED_STEPS = 5  # steps issued back to back per queued sample
 
 
-def queued(fn: Callable[[], Any], reps: int) -> float:
-    """Seconds per call of ``reps`` calls issued back to back with one synchronisation at the end (as a
-    training loop runs: host time hides behind the previous step's kernels)."""
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / reps
+Run = tuple[str, Callable[[], Any], Callable[[], Any]]  # name, one step, the context its turn runs in
+
+
+def side_by_side(runs: list[Run], rounds: int) -> dict[str, tuple[float, float]]:
+    """Per run, the median seconds of one synchronised step and of one step among ``QUEUED_STEPS``
+    issued back to back with one synchronisation at the end (as a training loop runs: host time hides
+    behind the previous step's kernels). The runs take turns round by round, so a host whose speed
+    drifts (the GPU machine's does) slows every run alike; ``context`` wraps each run's turn."""
+    sync: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    queue: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    for _ in range(rounds):
+        for name, fn, context in runs:
+            with context():
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                sync[name].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                for _ in range(QUEUED_STEPS):
+                    fn()
+                torch.cuda.synchronize()
+                queue[name].append((time.perf_counter() - t0) / QUEUED_STEPS)
+    return {name: (statistics.median(sync[name]), statistics.median(queue[name])) for name, _, _ in runs}
 
 
 def clear_grads(params: list[torch.nn.Parameter], args: tuple[Any, ...]) -> None:
@@ -361,25 +366,38 @@ def main() -> None:
             return
         run_eager = lambda: step(eager, list(eager.parameters()), eager_args)  # noqa: E731
         run_traced = lambda: step(compiled, list(traced_model.parameters()), traced_args)  # noqa: E731
-        for fn in (run_eager, run_traced):
-            fn()
-        t_eager, t_traced = timed(run_eager, gpu, args.reps), timed(run_traced, gpu, args.reps)
-        q_eager, q_traced = queued(run_eager, args.reps), queued(run_traced, args.reps)
-        m_eager = peak_bytes(run_eager, lambda: clear_grads(list(eager.parameters()), eager_args))
-        m_traced = peak_bytes(run_traced, lambda: clear_grads(list(traced_model.parameters()), traced_args))
-        rows = [("aot_module+reinplace", t_traced, q_traced, m_traced)]
+        runs: list[Run] = [
+            ("eager Liger", run_eager, contextlib.nullcontext),
+            ("aot_module+reinplace", run_traced, contextlib.nullcontext),
+        ]
+        memory = {
+            "eager Liger": peak_bytes(run_eager, lambda: clear_grads(list(eager.parameters()), eager_args)),
+            "aot_module+reinplace": peak_bytes(
+                run_traced, lambda: clear_grads(list(traced_model.parameters()), traced_args)
+            ),
+        }
         for name, model, fn, v_args in variants:
             run = functools.partial(step, fn, list(model.parameters()), v_args)
             with routed_through_ft():
                 run()
-                t, q = timed(run, gpu, args.reps), queued(run, args.reps)
-                m = peak_bytes(run, functools.partial(clear_grads, list(model.parameters()), v_args))
-            rows.append((name, t, q, m))
+                clear = functools.partial(clear_grads, list(model.parameters()), v_args)
+                memory[name] = peak_bytes(run, clear)
+            runs.append((name, run, routed_through_ft))
+        for _, fn, context in runs:  # warm
+            with context():
+                fn()
+        times = side_by_side(runs, args.reps)
+        t_eager, q_eager = times["eager Liger"]
+        m_eager = memory["eager Liger"]
+        rows = [(name, *times[name], memory[name]) for name, _, _ in runs[1:]]
         if args.profile:
             for name, fn in (("eager", run_eager), ("aot_module+reinplace", run_traced)):
                 print_profile(name, fn)
                 print_host_profile(name, fn)
-    print("time: median of synchronised steps / per step of steps queued back to back")
+    print(
+        f"time: medians over {args.reps} rounds, the runs taking turns, of one synchronised step / "
+        f"one step of {QUEUED_STEPS} queued back to back"
+    )
     ratio = f"{'ratio':>8}"
     print(f"{'step':24} {'sync ms':>8} {ratio} {'queued ms':>10} {ratio} {'peak MiB':>10} {ratio}")
     print(
