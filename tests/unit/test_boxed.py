@@ -110,7 +110,12 @@ def _aten_graph() -> tuple[fx.GraphModule, list[torch.Tensor]]:
 
 
 def _python_calls_of_operators(fn: Any) -> tuple[Any, int]:
-    """``fn()``'s result and how many times it went through ``OpOverload.__call__``."""
+    """``fn()``'s result and how many times it went through ``OpOverload.__call__``.
+
+    Runs with ``__torch_function__`` off: a torch-function mode (the suite's default-device mode on
+    the GPU machine, ``torch.set_default_device``) is handed each operator and calls it through
+    ``OpOverload.__call__`` itself, for eager code as for a graph, which would hide the graph's own calls.
+    """
     calls = [0]
     original = torch._ops.OpOverload.__call__
 
@@ -120,7 +125,8 @@ def _python_calls_of_operators(fn: Any) -> tuple[Any, int]:
 
     torch._ops.OpOverload.__call__ = counting  # type: ignore[method-assign]
     try:
-        return fn(), calls[0]
+        with torch._C.DisableTorchFunction():
+            return fn(), calls[0]
     finally:
         torch._ops.OpOverload.__call__ = original  # type: ignore[method-assign]
 
