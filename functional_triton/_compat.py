@@ -345,6 +345,12 @@ def _python_bindings() -> dict[Any, tuple[Callable[..., Any], frozenset[str]]]:
         aten.bmm.default: (functions.bmm, none),
         aten.addmm.default: (functions.addmm, frozenset({"beta", "alpha"})),
         aten.addmm_.default: (tensor.addmm_, frozenset({"beta", "alpha"})),
+        # Not a constructor that ``torch.set_default_device`` fills a device into (the ``_like``
+        # factories take the input's): the binding allocates what the operator would.
+        aten.empty_like.default: (
+            functions.empty_like,
+            frozenset({"dtype", "layout", "device", "pin_memory", "memory_format"}),
+        ),
     }
 
 

@@ -170,7 +170,8 @@ def _view_and_matmul_graph() -> tuple[fx.GraphModule, list[torch.Tensor]]:
         z = torch.addmm(b, m, m, beta=2.0, alpha=0.5)
         acc = m.clone()
         acc.addmm_(z, m, beta=0.25)
-        return batched.detach(), z, acc
+        full = torch.empty_like(z, memory_format=torch.contiguous_format).fill_(1.5)  # empty_like
+        return batched.detach(), z, acc, full
 
     args = [torch.randn(4, 6), torch.randn(6, 4), torch.randn(6, 6)]
     return make_fx(f)(*args), args
@@ -184,8 +185,9 @@ def test_view_and_matmul_operators_take_their_bindings_with_the_same_calls() -> 
     gm, args = _view_and_matmul_graph()
     targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
     bound = {t for t in targets if python_binding(t) is not None}
-    assert {torch.ops.aten.addmm.default, torch.ops.aten.addmm_.default, torch.ops.aten.view.default} <= bound
-    assert len(bound) >= 10, sorted(map(str, bound))
+    aten = torch.ops.aten
+    assert {aten.addmm.default, aten.addmm_.default, aten.view.default, aten.empty_like.default} <= bound
+    assert len(bound) >= 11, sorted(map(str, bound))
     run = boxed_freeing_inputs(gm)
     with _FunctionRecorder() as called:
         run(list(args))
