@@ -44,16 +44,27 @@ def _liger_modules() -> list[Any]:
     return [m for name, m in list(sys.modules.items()) if m is not None and name.startswith(prefixes)]
 
 
+_WRAPPERS: dict[int, tuple[Any, Any]] = {}  # id(kernel) -> (kernel, its wrapper), for routed_through_ft
+
+
 @contextlib.contextmanager
 def routed_through_ft() -> Iterator[int]:
-    """Replace every Triton kernel attribute of Liger's op modules by its wrapper; yields how many."""
+    """Replace every Triton kernel attribute of Liger's op modules by its wrapper; yields how many.
+
+    Each kernel gets the same wrapper every time (as a module that wraps its kernels once at import
+    would): code compiled by torch.compile under one entry guards on the wrappers' identity, and a
+    later entry (bench_training.py's variants take turns) must not fail those guards.
+    """
     kernel_types = _triton_kernel_types()
     saved: list[tuple[Any, str, Any]] = []
     for module in _liger_modules():
         for name, value in list(vars(module).items()):
             if isinstance(value, kernel_types):
                 saved.append((module, name, value))
-                setattr(module, name, ft.wrap_triton(value))
+                kept = _WRAPPERS.get(id(value))
+                if kept is None or kept[0] is not value:
+                    kept = _WRAPPERS[id(value)] = (value, ft.wrap_triton(value))
+                setattr(module, name, kept[1])
     try:
         yield len(saved)
     finally:

@@ -182,6 +182,30 @@ def test_routing_replaces_every_kernel_attribute_and_restores_it() -> None:
     assert rms_norm._rms_norm_forward_kernel is before
 
 
+def test_routing_again_installs_the_same_wrappers_so_compiled_code_keeps_its_guards(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Code compiled under one entry guards on the wrappers' identity; a later entry passes them."""
+    with routed_through_ft():
+        first = rms_norm._rms_norm_forward_kernel
+    with routed_through_ft():
+        assert rms_norm._rms_norm_forward_kernel is first
+
+    def f(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return swiglu.swiglu_forward(a, b)[2]
+
+    arch = swiglu.infer_device_arch()  # an lru_cache whose body Dynamo cannot trace (bench_training.py)
+    monkeypatch.setattr(swiglu, "infer_device_arch", lambda: arch)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="functional_triton", fullgraph=True)
+    x, w = torch.randn(4, 64), torch.randn(4, 64)
+    with interpreter_shims():
+        with routed_through_ft():
+            expected = compiled(x, w)
+        with routed_through_ft(), torch._dynamo.config.patch(error_on_recompile=True):
+            _assert_equal(compiled(x, w), expected, "the second entry's output")
+
+
 def test_rms_norm() -> None:
     check_against_eager(
         lambda x, w: rms_norm.LigerRMSNormFunction.apply(x, w, 1e-6),
