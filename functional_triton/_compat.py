@@ -206,9 +206,11 @@ def _numpy_release() -> tuple[int, ...]:
     return _release(numpy.__version__)
 
 
-# triton 3.6's interpreter cannot run a loop over a runtime bound with numpy>=2.4 (raw launches too:
-# "TypeError('only 0-dimensional arrays can be converted to Python scalars')"); seen with numpy 2.4 on
-# triton 3.6.0, fine with numpy 2.3.5 and with triton 3.7.1 and later. Goes when triton>=3.7 is the minimum.
+# triton 3.6's interpreter turns one-element arrays into ints, which numpy>=2.4 refuses (raw launches too:
+# "TypeError('only 0-dimensional arrays can be converted to Python scalars')"): a loop over a runtime
+# bound, and a grid callable computed from integer arguments (the interpreter passes them as arrays).
+# Seen with numpy 2.4 and 2.5 on triton 3.6.0; numpy 2.3.5 works (with a DeprecationWarning), and so
+# does triton 3.7.1 and later. Goes when triton>=3.7 is the minimum.
 INTERPRETER_LOOPS_NEED_OLD_NUMPY: bool = TRITON_VERSION < (3, 7) and _numpy_release() >= (2, 4)
 _INTERPRETER_LOOP_ERROR = "only 0-dimensional arrays can be converted to Python scalars"
 
@@ -218,8 +220,9 @@ def explain_interpreter_failure(error: BaseException) -> None:
     known = INTERPRETER_LOOPS_NEED_OLD_NUMPY and _INTERPRETER_LOOP_ERROR in str(error)
     if known and hasattr(error, "add_note"):  # python>=3.11
         error.add_note(
-            f"triton {triton.__version__}'s interpreter cannot run loops over runtime bounds with "
-            "numpy>=2.4 (raw launches fail the same way): install numpy<2.4, or triton>=3.7"
+            f"triton {triton.__version__}'s interpreter cannot run loops over runtime bounds, nor grid "
+            "callables computed from integer arguments, with numpy>=2.4 (raw launches fail the same "
+            "way): install numpy<2.4, or triton>=3.7"
         )
 
 

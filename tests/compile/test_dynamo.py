@@ -268,6 +268,9 @@ class _WrapThroughClassAttribute(torch.autograd.Function):
         return grad * 3
 
 
+# torch 2.11's Dynamo warns (once per process, so whether this test sees it depends on the order) when
+# it meets the builtin `object.__new__` while tracing the launch path; torch 2.13 does not.
+@pytest.mark.filterwarnings("ignore:Dynamo does not know how to trace the builtin:UserWarning")
 def test_known_limit_wrap_triton_through_a_function_class_attribute_is_not_captured() -> None:
     # README, Known limits: Dynamo builds `_WrapThroughClassAttribute.wrap` without a source and
     # traces the launch path itself. fullgraph=True raises Dynamo's Unsupported from inside it;
