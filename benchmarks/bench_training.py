@@ -282,8 +282,8 @@ def main() -> None:
     parser.add_argument(
         "--host",
         action="store_true",
-        help="without --gpu: after the smoke check, the host time of one step, eager and "
-        "aot_module+reinplace, every kernel's run a no-op",
+        help="without --gpu: after the smoke check (at shapes giving the GPU block's 16 loss chunks), "
+        "the host time of one step, eager and aot_module+reinplace, every kernel's run a no-op",
     )
     parser.add_argument(
         "--seq", type=int, default=2048, help="GPU: tokens per step (the block's batch is one sequence)"
@@ -300,7 +300,15 @@ def main() -> None:
     if args.backends is None:
         args.backends = ["functional_triton", "inductor"] if gpu else ["functional_triton"]
     device, dtype = ("cuda", torch.bfloat16) if gpu else ("cpu", torch.float32)
-    hidden, seq, vocab, heads, inter = (2048, args.seq, 32000, 16, 5632) if gpu else (32, 8, 64, 2, 48)
+    # --host: the GPU block's 16 chunks of the loss (vocab / hidden = 16, seq 16), so its graphs
+    # have the GPU step's ops, at a size the interpreter checks quickly.
+    hidden, seq, vocab, heads, inter = (
+        (2048, args.seq, 32000, 16, 5632)
+        if gpu
+        else (32, 16, 512, 2, 48)
+        if args.host
+        else (32, 8, 64, 2, 48)
+    )
     print(
         f"torch {torch.__version__}, triton {triton.__version__}, "
         f"{torch.cuda.get_device_name() if gpu else 'CPU interpreter (smoke check, no figures)'}; "

@@ -87,6 +87,7 @@ from ..node import FunctionalNode, MutationNode, launch_plan
 from .boxed import boxed_freeing_inputs
 from .forward_copies import remove_dead_forward_copies
 from .torch_ops import reinplace_torch_ops
+from .views import fold_views
 
 aten = torch.ops.aten
 log = logging.getLogger(__name__)
@@ -727,6 +728,8 @@ def reinplace_compiler(
     graph to ``inner`` or, without one, runs it as is. In a backward graph it first removes
     the unused copies of forward random ops that AOTAutograd's default partitioner leaves
     there (Note [dead forward copies]): they ran the op again and drew from the generator.
+    Without ``inner``, the graph runs with its repeated and no-op views folded (Note [folding
+    views]) and its in-place launches bound once (Note [launch sites]).
 
     Args:
         gm: the graph AOTAutograd produced.
@@ -747,4 +750,10 @@ def reinplace_compiler(
     reinplace_torch_ops(gm, containers=(launch_arguments,))  # after: Note [reinplacing torch ops]
     if inner is not None:
         return inner(gm, example_inputs)
-    return boxed_freeing_inputs(gm, rewrite=bind_launch_sites)
+    return boxed_freeing_inputs(gm, rewrite=_runnable)
+
+
+def _runnable(gm: fx.GraphModule) -> None:
+    """The copy of the graph that runs: views folded (Note [folding views]), launches bound."""
+    fold_views(gm)
+    bind_launch_sites(gm)

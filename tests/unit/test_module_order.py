@@ -42,6 +42,7 @@ ORDER = [
     "passes.boxed",
     "passes.forward_copies",
     "passes.torch_ops",
+    "passes.views",
     "passes.reinplace",
     "registrations",
     "inductor",
