@@ -58,7 +58,7 @@ _PLAIN_VIEWS = frozenset(
 def _layout(node: Any) -> tuple[Any, ...] | None:
     """A value's dtype, device, sizes, strides and storage offset, when all are concrete."""
     val = node.meta.get("val") if isinstance(node, fx.Node) else None
-    if not isinstance(val, torch.Tensor) or val.is_conj() or val.is_neg():
+    if not isinstance(val, torch.Tensor) or val.layout is not torch.strided or val.is_conj() or val.is_neg():
         return None
     sizes, strides, offset = tuple(val.shape), tuple(val.stride()), val.storage_offset()
     if any(type(s) is not int for s in (*sizes, *strides, offset)):
