@@ -69,7 +69,7 @@ def test_views_that_change_nothing_or_repeat_are_folded_with_the_same_values() -
         for g, e in zip(got, want):
             torch.testing.assert_close(g, e, rtol=0, atol=0)
     # The outputs stay the nodes they were: AOTAutograd regenerates outputs aliasing inputs itself.
-    out = folded.graph.output_node().args[0]
+    out: Any = folded.graph.output_node().args[0]
     assert out[1].target is aten.view.default and out[2].target is aten.transpose.int
     got = folded(x, w)
     assert got[1]._base is x and got[2]._base is x
