@@ -1,7 +1,8 @@
 """Launch overheads at the limit, measured side by side in one run (issue #16).
 
   eager launch:  raw ``kernel[grid](...)`` vs ``ft.wrap_triton(kernel)[grid](...)`` (wrapper made
-                 on every call, as users write it), a kept wrapper, ``.run(grid=...)``, an
+                 on every call, as users write it), a kept wrapper, a kept ``[grid]`` (the checks
+                 alone), ``.run(grid=...)``, an
                  autotuned and a heuristics kernel, and ``torch.library.wrap_triton`` (GPU only:
                  under the interpreter PyTorch's wrapper returns the raw kernel).
   replayed:      graphs of 1, 10 and 100 launches of a tiny kernel through aot_function and
@@ -123,6 +124,7 @@ def eager_launches() -> None:
     n = 2000 if GPU else 20000
     w = ft.wrap_triton(add_kernel)
     wt = ft.wrap_triton
+    raw_bound, ft_bound = add_kernel[(4,)], w[(4,)]
     pairs: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
         (
             "wrap_triton(k)[grid](...) per call",
@@ -133,6 +135,11 @@ def eager_launches() -> None:
             "w[grid](...) wrapper kept",
             lambda: add_kernel[(4,)](x, y, out, 4096, BLOCK=1024),
             lambda: w[(4,)](x, y, out, 4096, BLOCK=1024),
+        ),
+        (
+            "w[grid] kept, called",
+            lambda: raw_bound(x, y, out, 4096, BLOCK=1024),
+            lambda: ft_bound(x, y, out, 4096, BLOCK=1024),
         ),
         (
             "wrap_triton(k).run(..., grid=)",

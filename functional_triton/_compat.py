@@ -531,6 +531,26 @@ dispatch_stack_len: Callable[[], int] = torch._C._len_torch_dispatch_stack
 functorch_interpreter: Callable[[], Any] = torch._C._functorch.peek_interpreter_stack
 
 
+def tensor_check(tensors: Sequence[Any]) -> Callable[..., bool] | None:
+    """One C++ call that answers whether tensors match ``tensors`` exactly, or None.
+
+    Dynamo's ``TensorGuards`` (torch 2.11, 2.13, 2.14): per tensor the Python type, dispatch keys
+    (under the thread's dispatch state at the check), dtype, device, ``requires_grad``, sizes and
+    strides, the last two as static ints here. ``check(*ts)`` raises TypeError for another count.
+    """
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+
+        make: Any = TensorGuards  # (its stub types the per-tensor lists as one flat list)
+        sizes = [list(t.shape) for t in tensors]
+        strides = [list(t.stride()) for t in tensors]
+        guards = make(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides)
+    except (ImportError, TypeError, RuntimeError, SystemError):  # another torch: the Python checks
+        return None
+    check: Callable[..., bool] = guards.check
+    return check
+
+
 def has_python_key(t: Any) -> bool:
     """Whether tensor ``t`` dispatches to the Python key (a subclass). torch 2.11 and 2.13."""
     return bool(torch._C._dispatch_keys(t).has("Python"))

@@ -78,7 +78,7 @@ from typing import Any, cast
 import torch
 from torch import fx
 
-from .._compat import dispatch_stack_len, functorch_interpreter, is_view_op, storage_id
+from .._compat import dispatch_stack_len, functorch_interpreter, is_view_op, storage_id, tensor_check
 from ..aliasing import ArgLayout, Sharing, check_untraced_aliasing, rebuild_arguments, write_back
 from ..dense import launch_planned, launch_raw
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
@@ -208,6 +208,7 @@ class LaunchSite:
     __slots__ = (
         "kernel",
         "positional",
+        "tail",
         "slots",
         "names",
         "groups",
@@ -216,6 +217,8 @@ class LaunchSite:
         "grid",
         "options",
         "node",
+        "check",
+        "compare_storages",
     )
 
     def __init__(self, plan: Any, node: dict[str, Any]) -> None:
@@ -225,12 +228,17 @@ class LaunchSite:
         self.positional = plan.positional
         self.names = tuple(layouts)
         self.slots = tuple(by_name[n] for n in self.names)
+        # The tensors are the leading positional arguments, in order: args = tensors + tail.
+        leading = self.slots == tuple(range(len(self.slots)))
+        self.tail = tuple(plan.positional[len(self.slots) :]) if leading else None
         self.groups = tuple(layouts[n][0] for n in self.names)
         self.shapes = tuple(tuple(layouts[n][1]) for n in self.names)
         self.strides = tuple(tuple(layouts[n][2]) for n in self.names)
         self.grid = node["grid"]
         self.options = plan.keyword_constants
         self.node = node  # launch_in_place's keywords less the tensors, for every other case
+        self.check: Callable[..., bool] | None = None  # Note [launch site checks]
+        self.compare_storages = len(self.names) > 1  # bind_launch_sites may know better
 
     @classmethod
     def of(
@@ -244,6 +252,9 @@ class LaunchSite:
         """The site of an in-place launch of tensors ``names``, or None where it is not simple."""
         if type(grid) is not tuple or any(type(g) is not int for g in grid) or set(names) != set(layouts):
             return None
+        for layout in layouts.values():
+            if any(type(n) is not int for n in (*layout[1], *layout[2])) or 0 in layout[1]:
+                return None  # symbolic or empty: the general path (an empty tensor may have no storage)
         plan = launch_plan(kernel_idx, constant_args_idx)
         if plan.positional is None or {n for _, n in plan.dynamic} != set(names):
             return None
@@ -267,28 +278,46 @@ class LaunchSite:
 
     def launch(self, *tensors: Any) -> None:
         if not dispatch_stack_len() and functorch_interpreter() is None:
-            args = list(self.positional)
-            storages = []
-            for i, t, shape, stride in zip(self.slots, tensors, self.shapes, self.strides):
-                if type(t) not in _PLAIN_TENSOR_TYPES or t.shape != shape or t.stride() != stride:
-                    break  # (torch.Size equals a tuple of ints)
-                storage = t.untyped_storage().data_ptr()
-                if not storage:  # a meta or an empty tensor: the general path
-                    break
-                storages.append(storage)
-                args[i] = t
-            else:
-                # Tensors sharing a storage: as traced where each storage's tensors are of one
-                # alias group (then none of two groups overlap); else the complete check.
-                n = len(storages)
-                if n > 1 and len(set(storages)) != n and not shared_as_traced(storages, self.groups):
-                    check_untraced_aliasing(dict(zip(self.names, tensors)), self.node["layouts"])
+            check = self.check
+            if ((check is not None and check(*tensors)) or self.plain(tensors)) and (
+                not self.compare_storages or self.shared_as_traced(tensors)
+            ):
+                tail = self.tail
+                if tail is not None:
+                    args: Sequence[Any] = tensors + tail
+                else:
+                    args = list(self.positional)
+                    for i, t in zip(self.slots, tensors):
+                        args[i] = t
                 if self.options:
                     self.kernel.run(*args, grid=self.grid, warmup=False, **self.options)
                 else:
                     self.kernel.run(*args, grid=self.grid, warmup=False)
                 return
         launch_in_place(**self.node, kwargs=dict(zip(self.names, tensors)))
+
+    def plain(self, tensors: tuple[Any, ...]) -> bool:
+        """Plain tensors with the traced sizes and strides (compared exactly, in Python)."""
+        if len(tensors) != len(self.shapes):
+            return False
+        for t, shape, stride in zip(tensors, self.shapes, self.strides):
+            if type(t) not in _PLAIN_TENSOR_TYPES or t.is_meta or t.shape != shape or t.stride() != stride:
+                return False  # (torch.Size equals a tuple of ints)
+        if self.check is None:
+            self.check = tensor_check(tensors) or _python_check(self)  # Note [launch site checks]
+        return True
+
+    def shared_as_traced(self, tensors: tuple[Any, ...]) -> bool:
+        """Whether tensors sharing a storage share it as traced (the complete check raises where not)."""
+        storages = [t.untyped_storage().data_ptr() for t in tensors]
+        if 0 in storages:
+            return False  # storage freed (resized to 0): the general path
+        n = len(storages)
+        # As traced where each storage's tensors are of one alias group (then none of two
+        # groups overlap); else the complete check.
+        if len(set(storages)) != n and not shared_as_traced(storages, self.groups):
+            check_untraced_aliasing(dict(zip(self.names, tensors)), self.node["layouts"])
+        return True
 
     def __deepcopy__(self, memo: Any) -> LaunchSite:
         return self  # holds a kernel and constants only: shared, as the side table's entries are
@@ -297,9 +326,30 @@ class LaunchSite:
         return f"LaunchSite({getattr(self.kernel, '__name__', self.kernel)!r}, grid={self.grid})"
 
 
+def _python_check(site: LaunchSite) -> Callable[..., bool]:
+    """The site's own checks, where torch has no ``TensorGuards``."""
+    return lambda *tensors: site.plain(tensors)
+
+
+# Note [launch site checks]
+# A site's first launch checks its tensors in Python: plain (``torch.Tensor`` or a Parameter, not
+# meta) with the traced sizes and strides. The tensors that passed then make the site's check for
+# every later launch, one C++ call (``_compat.tensor_check``, Dynamo's ``TensorGuards``): the same
+# Python type, dispatch keys, dtype, device, ``requires_grad``, sizes and strides as those. A match
+# implies the Python checks; a mismatch runs them again (a Parameter where a Tensor was, another
+# device: still launched in place). ~0.12 us where the Python checks took ~0.4 us per tensor.
+# Storages are compared (``shared_as_traced``: as traced, or the complete aliasing check raises)
+# only where the tensors lie in the memory of two or more graph inputs: the graph made every other
+# value, and a value it allocated meets no other memory than it did when traced (the sites of
+# empty tensors, which may have no storage, are not bound). Inductor's sites (inductor.py) compare
+# storages wherever there are two tensors.
+
+
 def bind_launch_sites(gm: fx.GraphModule) -> None:
     """Replace ``gm``'s simple ``launch_in_place`` nodes by calls of bound sites (Note [launch sites])."""
     graph = gm.graph
+    storages = _Storages(graph)
+    inputs = storages.placeholder_classes()
     bound = 0
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not launch_in_place or node.users:
@@ -307,6 +357,9 @@ def bind_launch_sites(gm: fx.GraphModule) -> None:
         site = LaunchSite.bind(node.kwargs)
         if site is None:
             continue
+        # Note [launch site checks]: only memory of two graph inputs can meet other than as traced.
+        classes = {storages.cls(node.kwargs["kwargs"][n]) for n in site.names}
+        site.compare_storages = len(classes & inputs) > 1
         name = f"_ft_launch_site_{bound}"
         bound += 1
         setattr(gm, name, site)

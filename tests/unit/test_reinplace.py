@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -500,6 +501,132 @@ def test_reinplace_compiler_launches_through_bound_sites(
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+def _python_match(a: torch.Tensor, b: Any) -> bool:
+    """What Note [launch site checks] says a site's C++ check compares, written out in Python."""
+    return (
+        type(b) is type(a)
+        and b.dtype == a.dtype
+        and b.device == a.device
+        and b.requires_grad == a.requires_grad
+        and b.shape == a.shape
+        and b.stride() == a.stride()
+    )
+
+
+_OTHERS: dict[str, Callable[[torch.Tensor], Any]] = {
+    "same layout": lambda x: torch.zeros_like(x),
+    "a view with its strides": lambda x: torch.zeros(x.shape[0], 2 * x.shape[1])[:, ::2],
+    "sizes": lambda x: torch.zeros(x.shape[0] + 1, x.shape[1]),
+    "strides": lambda x: torch.zeros(x.shape[1], x.shape[0]).t(),
+    "dtype": lambda x: torch.zeros_like(x, dtype=torch.float64),
+    "meta": lambda x: torch.zeros_like(x, device="meta"),
+    "requires_grad": lambda x: torch.zeros_like(x).requires_grad_(),
+    "a Parameter": lambda x: torch.nn.Parameter(torch.zeros_like(x), requires_grad=False),
+    "a fake tensor": lambda x: torch._subclasses.FakeTensorMode().from_tensor(x),
+}
+
+
+@pytest.mark.parametrize("other", sorted(_OTHERS))
+def test_a_sites_cpp_check_compares_what_its_python_checks_and_more(other: str) -> None:
+    """Note [launch site checks]: ``tensor_check`` answers as the Python comparison does, case by case."""
+    x = torch.zeros(4, 3)
+    check = _compat.tensor_check([x])
+    assert check is not None  # every supported torch has TensorGuards
+    value = _OTHERS[other](x)
+    assert check(value) is _python_match(x, value)
+    with pytest.raises(TypeError):  # another count (a site always passes its own)
+        check(value, value)
+
+
+def test_a_site_checks_in_cpp_after_its_first_launch_and_in_python_where_that_check_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Note [launch site checks]: the first launch makes the site's C++ check; tensors of that layout
+    pass it, a Parameter (another Python type) fails it, passes the Python checks and still launches
+    through the site; other strides fail both and take launch_in_place. Every call's results are eager's."""
+    from functional_triton.passes import reinplace as rp
+
+    def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+        wrap(K.scale_inplace_2d)[(x.shape[0],)](x, x.shape[0], x.shape[1], 3, 1, BLOCK=4)  # traced strides
+        return x
+
+    sites: list[Any] = []
+    general: list[Any] = []
+    real_site, real_general = rp.LaunchSite.launch, rp.launch_in_place
+
+    def site_launch(self: Any, *tensors: Any) -> None:
+        sites.append(self)
+        real_site(self, *tensors)
+
+    def general_launch(**k: Any) -> None:
+        general.append(k)
+        real_general(**k)
+
+    with torch.no_grad():
+        compiled = aot_function(
+            functools.partial(prog, ft.wrap_triton),
+            fw_compiler=ft.reinplace_compiler,
+            keep_inference_input_mutations=True,
+        )
+        compiled(torch.zeros(4, 3))  # compiles; the site's first launch makes its check
+        monkeypatch.setattr(rp.LaunchSite, "launch", site_launch)
+        monkeypatch.setattr(rp, "launch_in_place", general_launch)
+        for make, via_site in [
+            (lambda: torch.arange(12.0).reshape(4, 3), True),
+            (lambda: torch.arange(12.0).reshape(4, 3), True),
+            (lambda: torch.nn.Parameter(torch.arange(12.0).reshape(4, 3), requires_grad=False), True),
+            (lambda: torch.arange(12.0).reshape(3, 4).t(), False),
+        ]:
+            sites.clear()
+            general.clear()
+            x, want = make(), make()
+            got = compiled(x)
+            prog(lambda k: k, want)
+            torch.testing.assert_close(x, want, rtol=0, atol=0)
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+            assert len(sites) == 1
+            assert len(general) == (0 if via_site else 1)
+            assert sites[0].check is not None and sites[0].check(torch.zeros(4, 3)) is True
+
+
+def test_a_site_compares_storages_only_where_two_graph_inputs_meet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Note [launch site checks]: a launch on two graph inputs compares their storages at run time
+    (they may alias each other then); one on an input and a value the graph made, or on two values
+    the graph made, does not. Results are eager's either way."""
+    from functional_triton.passes import reinplace as rp
+
+    def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a, b = z * 2, z + 1
+        wrap(K.two_writes)[(1,)](x, y, x.numel(), BLOCK=16)  # two graph inputs
+        wrap(K.two_writes)[(1,)](z, a, x.numel(), BLOCK=16)  # an input and a value the graph made
+        c = b * 3
+        wrap(K.two_writes)[(1,)](b, c, x.numel(), BLOCK=16)  # two values the graph made
+        return a, b, c
+
+    compared: list[bool] = []
+    real_site = rp.LaunchSite.launch
+
+    def site_launch(self: Any, *tensors: Any) -> None:
+        compared.append(self.compare_storages)
+        real_site(self, *tensors)
+
+    with torch.no_grad():
+        compiled = aot_function(
+            functools.partial(prog, ft.wrap_triton),
+            fw_compiler=ft.reinplace_compiler,
+            keep_inference_input_mutations=True,
+        )
+        compiled(torch.arange(16.0), torch.ones(16), torch.zeros(16))  # compiles
+        monkeypatch.setattr(rp.LaunchSite, "launch", site_launch)
+        inputs = torch.arange(16.0), torch.linspace(-1, 1, 16), torch.arange(16.0) / 7
+        wants = tuple(t.clone() for t in inputs)
+        got = compiled(*inputs)
+    expected = prog(lambda k: k, *wants)
+    for a, b in zip((*got, *inputs), (*expected, *wants)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert compared == [True, False, False]
+
+
 def _shared_program(wrap, x, z):
     y = x * 1  # an intermediate, written in place
     wrap(K.add_kernel)[(1,)](y, z, y, y.numel(), BLOCK=16)  # y += z: one tensor as two arguments
@@ -511,7 +638,8 @@ def test_a_launch_site_given_one_tensor_twice_as_traced_skips_the_overlap_check(
     monkeypatch: pytest.MonkeyPatch, empty: bool
 ) -> None:
     """Note [launch sites]: arguments sharing a storage as they were traced (one alias group) launch
-    without the complete overlap check; empty tensors (no storage address) take launch_in_place."""
+    without the complete overlap check; empty tensors (no storage address) bind no site and take
+    launch_in_place (Note [launch site checks])."""
     from functional_triton.passes import reinplace as rp
 
     n = 0 if empty else 16
@@ -522,7 +650,9 @@ def test_a_launch_site_given_one_tensor_twice_as_traced_skips_the_overlap_check(
         compiled(torch.arange(float(n)), torch.ones(n))
         checks: list[Any] = []
         general: list[Any] = []
+        sites: list[Any] = []
         real_check, real_general = rp.check_untraced_aliasing, rp.launch_in_place
+        real_site = rp.LaunchSite.launch
 
         def check(*a: Any) -> None:
             checks.append(a)
@@ -532,12 +662,18 @@ def test_a_launch_site_given_one_tensor_twice_as_traced_skips_the_overlap_check(
             general.append(k)
             real_general(**k)
 
+        def site_launch(self: Any, *tensors: Any) -> None:
+            sites.append(tensors)
+            real_site(self, *tensors)
+
         monkeypatch.setattr(rp, "check_untraced_aliasing", check)
         monkeypatch.setattr(rp, "launch_in_place", launch)
+        monkeypatch.setattr(rp.LaunchSite, "launch", site_launch)
         x, z = torch.arange(float(n)), torch.linspace(-1, 1, n)
         got = compiled(x, z)
     expected = _shared_program(lambda k: k, torch.arange(float(n)), torch.linspace(-1, 1, n))
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
-    assert len(general) == (1 if empty else 0)
+    assert len(sites) == (0 if empty else 1)  # an empty launch is the graph's own launch_in_place
+    assert not general
     if not empty:  # (empty tensors of distinct groups share the null address: the complete check runs)
         assert not checks
