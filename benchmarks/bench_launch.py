@@ -2,9 +2,9 @@
 
   eager launch:  raw ``kernel[grid](...)`` vs ``ft.wrap_triton(kernel)[grid](...)`` (wrapper made
                  on every call, as users write it), a kept wrapper, a kept ``[grid]`` (the checks
-                 alone), ``.run(grid=...)``, an
-                 autotuned and a heuristics kernel, and ``torch.library.wrap_triton`` (GPU only:
-                 under the interpreter PyTorch's wrapper returns the raw kernel).
+                 alone), ``.run(grid=...)``, an autotuned and a heuristics kernel, and
+                 ``torch.library.wrap_triton`` (GPU only: under the interpreter PyTorch's wrapper
+                 returns the raw kernel).
   replayed:      graphs of 1, 10 and 100 launches of a tiny kernel through aot_function and
                  ``ft.reinplace_compiler``, against the same program of raw launches and against
                  AOTAutograd's own cost (an aot_function graph with no kernel, and the same
