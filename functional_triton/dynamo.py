@@ -9,8 +9,7 @@ three objects, each through its own VariableTracker:
   wrapper variable (the kernel object is guarded by identity);
 - a ``TritonKernel`` made outside the compiled function (by type, guarded by identity):
   ``[grid]`` gives a bound-launch variable, ``.run(..., grid=)`` launches;
-- a bound launch made outside (``wrap_triton(k)[grid]``, a method of a ``_BoundLaunch``: the object
-  by type, guarded by identity): calling it launches (Note [bound launches]).
+- a ``_BoundLaunch`` made outside (by type, guarded by identity): calling it launches.
 
 A launch binds and checks its arguments with the eager path's own ``make_launch_spec``,
 fed with Dynamo's example values (fake tensors, SymInts), so every error names the
@@ -373,18 +372,6 @@ class BoundLaunchVariable(VariableTracker):
         grid = self.grid if self.grid is not None else self.grid_value
         return _launch(tx, self.wrapper, grid, args, kwargs)
 
-    def var_getattr(self, tx: Any, name: str) -> Any:
-        if name == "_eager":  # Note [bound launches]: the inlined ``launch`` takes ``_traced``
-            from torch._dynamo.variables import ConstantVariable
-
-            return ConstantVariable.create(False)
-        return super().var_getattr(tx, name)
-
-    def call_method(self, tx: Any, name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-        if name == "_traced":  # Note [bound launches]
-            return self.call_function(tx, args, kwargs)
-        return super().call_method(tx, name, list(args), kwargs)
-
 
 # --- registration ---------------------------------------------------------------------
 
@@ -408,7 +395,7 @@ def _launch_path_codes() -> list[Any]:
     from . import kernel
 
     return [
-        kernel._BoundLaunch.launch.__code__,
+        kernel._BoundLaunch.__call__.__code__,
         kernel.TritonKernel.run.__code__,
         kernel.TritonKernel.__getitem__.__code__,
         kernel.wrap_triton.__code__,

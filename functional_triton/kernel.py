@@ -199,17 +199,14 @@ _new_object = object.__new__
 
 
 class _BoundLaunch:
-    """``wrap_triton(k)[grid]``: its ``launch`` method is what ``[grid]`` returns (Note [bound launches])."""
+    """``wrap_triton(k)[grid]``: calling it launches (Dynamo handles it by type: dynamo.py)."""
 
     __slots__ = ("_kernel", "_info", "_grid")
-    _eager = True  # False where Dynamo inlines ``launch`` (Note [bound launches])
     _kernel: Any
     _info: KernelInfo
     _grid: GridType
 
-    def launch(self, *args: Any, **kwargs: Any) -> Any:
-        if not self._eager:
-            return self._traced(*args, **kwargs)  # only Dynamo's inlining reaches this
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         kernel, info, grid = self._kernel, self._info, self._grid
         # The common eager case, inlined (this runs on every launch): a tuple of 1 to 3 ints,
         # no mode, plain tensors, and known keywords where the interpreter would drop others
@@ -248,20 +245,6 @@ class _BoundLaunch:
                         except Exception as e:
                             return _after_failure(e, kernel, info, grid, args, kwargs)
         return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
-
-    def _traced(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("functional_triton internal error: a bound launch's traced path ran eagerly")
-
-
-# Note [bound launches]
-# ``wrap_triton(k)[grid]`` returns the bound method ``_BoundLaunch(...).launch``, not the object:
-# calling a bound method is one vectorcall, where calling an instance goes through ``__call__``'s
-# type slot, which packs the arguments into a new tuple and dict first (~0.14 us of a launch's
-# ~0.6 us host cost here). Dynamo handles a bound launch made outside the compiled function as a
-# method of a ``_BoundLaunch``: it wraps the object by type (dynamo.py, guarded by identity) and
-# inlines ``launch`` with that variable as ``self``. The variable answers ``_eager`` with False, so
-# the inlined body reaches ``self._traced(...)`` at once, which the variable turns into the launch
-# (Note [Dynamo capture]); eagerly the flag costs one attribute read.
 
 
 # Note [wrapped kernels as callees]
@@ -309,7 +292,7 @@ class TritonKernel(KernelWrapper):
         bound._kernel = self.kernel
         bound._info = self.info
         bound._grid = grid
-        return bound.launch  # Note [bound launches]
+        return bound
 
     def run(self, *args: Any, grid: GridType | None = None, **kwargs: Any) -> Any:
         """Launch like ``kernel.run(*args, grid=grid, **kwargs)``."""
