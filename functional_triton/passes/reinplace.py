@@ -304,7 +304,7 @@ class LaunchSite:
             if type(t) not in _PLAIN_TENSOR_TYPES or t.is_meta or t.shape != shape or t.stride() != stride:
                 return False  # (torch.Size equals a tuple of ints)
         if self.check is None:
-            self.check = tensor_check(tensors) or _python_check(self)  # Note [launch site checks]
+            self.check = tensor_check(tensors) or _no_check  # Note [launch site checks]
         return True
 
     def shared_as_traced(self, tensors: tuple[Any, ...]) -> bool:
@@ -326,9 +326,9 @@ class LaunchSite:
         return f"LaunchSite({getattr(self.kernel, '__name__', self.kernel)!r}, grid={self.grid})"
 
 
-def _python_check(site: LaunchSite) -> Callable[..., bool]:
-    """The site's own checks, where torch has no ``TensorGuards``."""
-    return lambda *tensors: site.plain(tensors)
+def _no_check(*tensors: Any) -> bool:
+    """A site's check where torch has no ``TensorGuards``: every launch runs the Python checks."""
+    return False
 
 
 # Note [launch site checks]
@@ -348,8 +348,7 @@ def _python_check(site: LaunchSite) -> Callable[..., bool]:
 def bind_launch_sites(gm: fx.GraphModule) -> None:
     """Replace ``gm``'s simple ``launch_in_place`` nodes by calls of bound sites (Note [launch sites])."""
     graph = gm.graph
-    storages = _Storages(graph)
-    inputs = storages.placeholder_classes()
+    storages: _Storages | None = None  # made for a graph with a site only
     bound = 0
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not launch_in_place or node.users:
@@ -357,6 +356,9 @@ def bind_launch_sites(gm: fx.GraphModule) -> None:
         site = LaunchSite.bind(node.kwargs)
         if site is None:
             continue
+        if storages is None:
+            storages = _Storages(graph)
+            inputs = storages.placeholder_classes()
         # Note [launch site checks]: only memory of two graph inputs can meet other than as traced.
         classes = {storages.cls(node.kwargs["kwargs"][n]) for n in site.names}
         site.compare_storages = len(classes & inputs) > 1

@@ -442,6 +442,27 @@ def test_tracing_a_reinplaced_graph_again_records_the_mutation_operator() -> Non
     torch.testing.assert_close(got, x * 2 + 3, rtol=0, atol=0)
 
 
+def _spy_launches(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Record the runner's launches: the sites launched through, and launch_in_place's keywords."""
+    from functional_triton.passes import reinplace as rp
+
+    sites: list[Any] = []
+    general: list[dict[str, Any]] = []
+    real_site, real_general = rp.LaunchSite.launch, rp.launch_in_place
+
+    def site_launch(site: Any, *tensors: Any) -> None:
+        sites.append(site)
+        real_site(site, *tensors)
+
+    def general_launch(**kwargs: Any) -> None:
+        general.append(kwargs)
+        real_general(**kwargs)
+
+    monkeypatch.setattr(rp.LaunchSite, "launch", site_launch)
+    monkeypatch.setattr(rp, "launch_in_place", general_launch)
+    return sites, general
+
+
 def _sites_program(wrap, x, y):
     wrap(K.add_one_inplace)[(1,)](x, x.numel(), BLOCK=16)  # one tensor
     wrap(K.two_writes)[(1,)](x, y, x.numel(), BLOCK=16)  # two tensors, both written
@@ -456,8 +477,6 @@ def test_reinplace_compiler_launches_through_bound_sites(
     results; a call with other strides (anything their fast path does not take) is handed to
     launch_in_place, with exactly the results of the graph run without sites."""
     from functorch.compile import make_boxed_func
-
-    from functional_triton.passes import reinplace as rp
 
     def make() -> tuple[torch.Tensor, torch.Tensor]:
         if strided:  # traced contiguous, replayed on every other element
@@ -480,19 +499,7 @@ def test_reinplace_compiler_launches_through_bound_sites(
         else:
             want_x, want_y = make()
             expected = _sites_program(lambda k: k, want_x, want_y)
-        site_calls, general_calls = [], []
-        real_launch, real_general = rp.LaunchSite.launch, rp.launch_in_place
-
-        def count_site(site: Any, *tensors: Any) -> None:
-            site_calls.append(site)
-            real_launch(site, *tensors)
-
-        def count_general(**kwargs: Any) -> None:
-            general_calls.append(kwargs)
-            real_general(**kwargs)
-
-        monkeypatch.setattr(rp.LaunchSite, "launch", count_site)
-        monkeypatch.setattr(rp, "launch_in_place", count_general)
+        site_calls, general_calls = _spy_launches(monkeypatch)
         x, y = make()
         got = compiled(x, y)
     assert len(site_calls) == 2
@@ -544,23 +551,10 @@ def test_a_site_checks_in_cpp_after_its_first_launch_and_in_python_where_that_ch
     """Note [launch site checks]: the first launch makes the site's C++ check; tensors of that layout
     pass it, a Parameter (another Python type) fails it, passes the Python checks and still launches
     through the site; other strides fail both and take launch_in_place. Every call's results are eager's."""
-    from functional_triton.passes import reinplace as rp
 
     def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
         wrap(K.scale_inplace_2d)[(x.shape[0],)](x, x.shape[0], x.shape[1], 3, 1, BLOCK=4)  # traced strides
         return x
-
-    sites: list[Any] = []
-    general: list[Any] = []
-    real_site, real_general = rp.LaunchSite.launch, rp.launch_in_place
-
-    def site_launch(self: Any, *tensors: Any) -> None:
-        sites.append(self)
-        real_site(self, *tensors)
-
-    def general_launch(**k: Any) -> None:
-        general.append(k)
-        real_general(**k)
 
     with torch.no_grad():
         compiled = aot_function(
@@ -569,8 +563,7 @@ def test_a_site_checks_in_cpp_after_its_first_launch_and_in_python_where_that_ch
             keep_inference_input_mutations=True,
         )
         compiled(torch.zeros(4, 3))  # compiles; the site's first launch makes its check
-        monkeypatch.setattr(rp.LaunchSite, "launch", site_launch)
-        monkeypatch.setattr(rp, "launch_in_place", general_launch)
+        sites, general = _spy_launches(monkeypatch)
         for make, via_site in [
             (lambda: torch.arange(12.0).reshape(4, 3), True),
             (lambda: torch.arange(12.0).reshape(4, 3), True),
@@ -593,7 +586,6 @@ def test_a_site_compares_storages_only_where_two_graph_inputs_meet(monkeypatch: 
     """Note [launch site checks]: a launch on two graph inputs compares their storages at run time
     (they may alias each other then); one on an input and a value the graph made, or on two values
     the graph made, does not. Results are eager's either way."""
-    from functional_triton.passes import reinplace as rp
 
     def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = z * 2, z + 1
@@ -603,13 +595,6 @@ def test_a_site_compares_storages_only_where_two_graph_inputs_meet(monkeypatch: 
         wrap(K.two_writes)[(1,)](b, c, x.numel(), BLOCK=16)  # two values the graph made
         return a, b, c
 
-    compared: list[bool] = []
-    real_site = rp.LaunchSite.launch
-
-    def site_launch(self: Any, *tensors: Any) -> None:
-        compared.append(self.compare_storages)
-        real_site(self, *tensors)
-
     with torch.no_grad():
         compiled = aot_function(
             functools.partial(prog, ft.wrap_triton),
@@ -617,14 +602,14 @@ def test_a_site_compares_storages_only_where_two_graph_inputs_meet(monkeypatch: 
             keep_inference_input_mutations=True,
         )
         compiled(torch.arange(16.0), torch.ones(16), torch.zeros(16))  # compiles
-        monkeypatch.setattr(rp.LaunchSite, "launch", site_launch)
+        sites, _ = _spy_launches(monkeypatch)
         inputs = torch.arange(16.0), torch.linspace(-1, 1, 16), torch.arange(16.0) / 7
         wants = tuple(t.clone() for t in inputs)
         got = compiled(*inputs)
     expected = prog(lambda k: k, *wants)
     for a, b in zip((*got, *inputs), (*expected, *wants)):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    assert compared == [True, False, False]
+    assert [site.compare_storages for site in sites] == [True, False, False]
 
 
 def _shared_program(wrap, x, z):
@@ -649,26 +634,14 @@ def test_a_launch_site_given_one_tensor_twice_as_traced_skips_the_overlap_check(
         )
         compiled(torch.arange(float(n)), torch.ones(n))
         checks: list[Any] = []
-        general: list[Any] = []
-        sites: list[Any] = []
-        real_check, real_general = rp.check_untraced_aliasing, rp.launch_in_place
-        real_site = rp.LaunchSite.launch
+        real_check = rp.check_untraced_aliasing
 
         def check(*a: Any) -> None:
             checks.append(a)
             real_check(*a)
 
-        def launch(**k: Any) -> None:
-            general.append(k)
-            real_general(**k)
-
-        def site_launch(self: Any, *tensors: Any) -> None:
-            sites.append(tensors)
-            real_site(self, *tensors)
-
         monkeypatch.setattr(rp, "check_untraced_aliasing", check)
-        monkeypatch.setattr(rp, "launch_in_place", launch)
-        monkeypatch.setattr(rp.LaunchSite, "launch", site_launch)
+        sites, general = _spy_launches(monkeypatch)
         x, z = torch.arange(float(n)), torch.linspace(-1, 1, n)
         got = compiled(x, z)
     expected = _shared_program(lambda k: k, torch.arange(float(n)), torch.linspace(-1, 1, n))
