@@ -347,7 +347,10 @@ class KernelVariable(VariableTracker):
         if name == "run":
             kwargs = dict(kwargs)
             grid = kwargs.pop("grid", None)
-            kwargs.pop("warmup", None)
+            warmup = kwargs.pop("warmup", None)
+            if warmup is not None and (not warmup.is_python_constant() or warmup.as_python_constant()):
+                # Compiling without launching has nothing to record; eager does exactly that.
+                _graph_break(self.wrapper.info.name, "run(warmup=True) compiles without launching")
             if grid is None:
                 _graph_break(self.wrapper.info.name, "run() needs a grid: pass grid=(n,) or grid=callable")
             return _launch(tx, self.wrapper, grid, args, kwargs)

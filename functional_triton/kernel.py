@@ -198,42 +198,42 @@ def _launch_traced(
 _new_object = object.__new__
 
 
-class _BoundLaunch:
-    """``wrap_triton(k)[grid]``: calling it launches (Dynamo handles it by type: dynamo.py)."""
+def _run(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A launch, ``kernel[grid](*args, **kwargs)``: the common eager case inlined, else ``_launch``.
 
-    __slots__ = ("_kernel", "_info", "_grid")
-    _kernel: Any
-    _info: KernelInfo
-    _grid: GridType
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        kernel, info, grid = self._kernel, self._info, self._grid
-        # The common eager case, inlined (this runs on every launch): a tuple of 1 to 3 ints,
-        # no mode, plain tensors, and known keywords where the interpreter would drop others
-        # silently (compiled triton raises on them, naming the keyword, before it compiles;
-        # _after_failure then names it as _launch would); then exactly what kernel[grid](...)
-        # runs. Any other value or state takes _launch, which checks everything.
-        if (
-            type(grid) is tuple
-            and 0 < len(grid) < 4
-            and not dispatch_stack_len()
-            and functorch_interpreter() is None
-            and (not kwargs or not info.interpreted or info.keyword_names.issuperset(kwargs))
-        ):
-            for g in grid:
-                if type(g) is not int:
+    This runs on every launch. The common case: no dispatch mode, no functorch transform, a grid
+    of 1 to 3 ints, plain tensors (not meta) and constants, and no keyword that the interpreter
+    would drop silently (compiled triton raises on an unknown keyword, naming it, before it
+    compiles; ``_after_failure`` then names it as ``_launch`` would). It runs exactly what
+    ``kernel[grid](...)`` runs. Any other value or state takes ``_launch``, which checks everything.
+    The tests are ordered by how often they decide (ints and tensors first).
+    """
+    if type(grid) is tuple and not dispatch_stack_len() and functorch_interpreter() is None:
+        n = len(grid)
+        if n == 1:
+            simple = type(grid[0]) is int
+        elif n == 2:
+            simple = type(grid[0]) is int and type(grid[1]) is int
+        else:
+            simple = n == 3 and type(grid[0]) is int and type(grid[1]) is int and type(grid[2]) is int
+        if simple:
+            for v in args:
+                t = type(v)
+                if t is int:
+                    continue
+                if t is Tensor or t is _Parameter:
+                    if v.is_meta:
+                        break
+                elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
                     break
             else:
-                for v in args:
-                    t = type(v)
-                    if t is Tensor or t is _Parameter:
-                        if v.is_meta:
-                            break
-                    elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
-                        break
-                else:
+                if kwargs:
+                    if info.interpreted and not info.keyword_names.issuperset(kwargs):
+                        return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
                     for v in kwargs.values():
                         t = type(v)
+                        if t is int:
+                            continue
                         if t is Tensor or t is _Parameter:
                             if v.is_meta:
                                 break
@@ -244,7 +244,39 @@ class _BoundLaunch:
                             return kernel.run(*args, grid=grid, warmup=False, **kwargs)
                         except Exception as e:
                             return _after_failure(e, kernel, info, grid, args, kwargs)
-        return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
+                else:
+                    try:
+                        return kernel.run(*args, grid=grid, warmup=False)
+                    except Exception as e:
+                        return _after_failure(e, kernel, info, grid, args, kwargs)
+    return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
+
+
+def _warmup(
+    kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``.run(..., warmup=True)``: compile without launching, as the raw kernel does.
+
+    Eager: exactly the raw call (it returns what triton returns). Traced: nothing runs, so
+    nothing is recorded (a launch recorded here would write what eager leaves alone); the
+    arguments are still checked, naming the argument as a launch would.
+    """
+    if classify(args, kwargs) is _PLAIN:
+        return kernel.run(*args, grid=grid, warmup=True, **kwargs)
+    make_launch_spec(kernel, info, grid, tuple(args), kwargs)
+    return None
+
+
+class _BoundLaunch:
+    """``wrap_triton(k)[grid]``: calling it launches (Dynamo handles it by type: dynamo.py)."""
+
+    __slots__ = ("_kernel", "_info", "_grid")
+    _kernel: Any
+    _info: KernelInfo
+    _grid: GridType
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _run(self._kernel, self._info, self._grid, args, kwargs)
 
 
 # Note [wrapped kernels as callees]
@@ -294,12 +326,16 @@ class TritonKernel(KernelWrapper):
         bound._grid = grid
         return bound
 
-    def run(self, *args: Any, grid: GridType | None = None, **kwargs: Any) -> Any:
-        """Launch like ``kernel.run(*args, grid=grid, **kwargs)``."""
+    def run(self, *args: Any, grid: GridType | None = None, warmup: Any = False, **kwargs: Any) -> Any:
+        """Launch like ``kernel.run(*args, grid=grid, warmup=False, **kwargs)``.
+
+        ``warmup=True`` compiles without launching, as the raw kernel does (``_warmup``).
+        """
         if grid is None:
             raise TypeError(f"{self.info.name}.run() needs a grid: pass grid=(n,) or grid=callable")
-        kwargs.pop("warmup", None)
-        return _launch(self.kernel, self.info, grid, args, kwargs, classify(args, kwargs))
+        if warmup:
+            return _warmup(self.kernel, self.info, grid, args, kwargs)
+        return _run(self.kernel, self.info, grid, args, kwargs)
 
     def __repr__(self) -> str:
         return f"wrap_triton({self.info.name})"

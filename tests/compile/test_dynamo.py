@@ -172,6 +172,21 @@ def test_launch_that_cannot_be_captured_graph_breaks_with_one_warning() -> None:
     assert len([w for w in caught if issubclass(w.category, CaptureWarning)]) == 1
 
 
+def test_run_warmup_under_compile_runs_eagerly_and_launches_nothing() -> None:
+    def prog(x):
+        y = x * 2
+        ft.wrap_triton(k.add_one_inplace).run(y, N, grid=(3,), warmup=True, BLOCK=16)
+        ft.wrap_triton(k.add_one_inplace).run(y, N, grid=(3,), warmup=False, BLOCK=16)
+        return y
+
+    expected = prog(torch.arange(N, dtype=torch.float32))
+    torch._dynamo.reset()
+    with pytest.warns(CaptureWarning, match=r"run\(warmup=True\) compiles without launching"):
+        got = torch.compile(prog, backend="aot_eager")(torch.arange(N, dtype=torch.float32))
+    assert torch.equal(got, expected)
+    assert torch.equal(expected, torch.arange(N, dtype=torch.float32) * 2 + 1)  # one launch, not two
+
+
 def test_bad_launch_under_compile_raises_the_eager_error() -> None:
     def prog(x):
         ft.wrap_triton(k.add_one_inplace)[(1,)](x, BLOCK=16)

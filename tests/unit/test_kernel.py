@@ -198,6 +198,35 @@ def test_run_matches_subscript_and_raw() -> None:
     assert_same(x_run_kw, x_raw)
 
 
+def test_run_warmup_compiles_without_launching_like_raw() -> None:
+    x_raw, x_ft = arange(), arange()
+    got_raw = K.add_one_inplace.run(x_raw, N, grid=(1,), warmup=True, BLOCK=8)
+    got_ft = ft.wrap_triton(K.add_one_inplace).run(x_ft, N, grid=(1,), warmup=True, BLOCK=8)
+    assert_same(x_raw, arange())  # the raw warmup launched nothing
+    assert_same(x_ft, x_raw)
+    assert type(got_ft) is type(got_raw)  # the interpreter's None; a compiled kernel on the GPU
+    ft.wrap_triton(K.add_one_inplace).run(x_ft, N, grid=(1,), warmup=False, BLOCK=8)
+    assert not torch.equal(x_ft, arange())  # warmup=False launches
+
+
+def _warmup_prog(x: torch.Tensor) -> torch.Tensor:
+    y = x + 0
+    ft.wrap_triton(K.add_one_inplace).run(y, N, grid=(1,), warmup=True, BLOCK=8)
+    ft.wrap_triton(K.add_one_inplace).run(x, N, grid=(1,), warmup=True, BLOCK=8)
+    return y
+
+
+@pytest.mark.parametrize("tracing_mode", ["real", "fake", "symbolic"])
+def test_run_warmup_records_no_launch_when_traced(tracing_mode: TracingMode) -> None:
+    gm = make_fx(_warmup_prog, tracing_mode=tracing_mode)(arange())
+    assert ft.triton_kernel_wrapper_mutation not in [n.target for n in gm.graph.nodes]
+    x_eager, x_traced = arange(), arange()
+    assert_same(gm(x_traced), _warmup_prog(x_eager))
+    assert_same(x_traced, x_eager)
+    with pytest.raises(TypeError, match="missing a required argument: 'n'"):
+        make_fx(lambda x: ft.wrap_triton(K.add_one_inplace).run(x, grid=(1,), warmup=True, BLOCK=8))(arange())
+
+
 @pytest.mark.parametrize("grid", [(2,), (2, 3), (2, 3, 4)], ids=["1d", "2d", "3d"])
 def test_grid_tuples_match_raw(grid: tuple[int, ...]) -> None:
     shape = (2, 3, 4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, cast
 
@@ -162,24 +163,35 @@ def test_tensor_grid_entry_without_dynamic_shapes_raises_naming_the_entry(mode: 
 # --- item 13: an eager launch on meta tensors raises, as the raw launch does -----------------------
 
 
+@pytest.mark.parametrize("by", ["position", "keyword", "parameter"])
 @pytest.mark.parametrize("which", ["all", "one"])
 @pytest.mark.parametrize("grid", [(1,), _grid], ids=["static", "callable"])
-def test_eager_launch_on_meta_tensors_raises_like_the_raw_launch(which: str, grid: Any) -> None:
+def test_eager_launch_on_meta_tensors_raises_like_the_raw_launch(which: str, grid: Any, by: str) -> None:
+    """By position, by keyword, and as an ``nn.Parameter``: the launch path's checks of each."""
+
     def args() -> tuple[Any, ...]:
         meta = torch.empty(N, device="meta")
+        if by == "parameter":
+            meta = torch.nn.Parameter(meta)
         cpu = torch.zeros(N)
         return (meta, meta, meta) if which == "all" else (cpu, meta, cpu)
+
+    def launch(k: Any) -> Any:
+        if by == "keyword":
+            x, y, out = args()
+            return k(x_ptr=x, y_ptr=y, out_ptr=out, n=N, BLOCK=N)
+        return k(*args(), N, BLOCK=N)
 
     named = r"'(x|y)_ptr' (of add_kernel is a meta tensor|on meta)"  # alone, or beside cpu tensors
     if INTERPRETED:
         # Only the interpreter's raw launch raises; a compiled one takes the meta tensors' null
         # data pointers and faults the device, which the wrapped launch must never do.
         with pytest.raises(Exception):  # noqa: B017 - whatever the raw launch raises
-            K.add_kernel[grid](*args(), N, BLOCK=N)
+            launch(K.add_kernel[grid])
     with pytest.raises(ValueError, match=named):
-        ft.wrap_triton(K.add_kernel)[grid](*args(), N, BLOCK=N)
+        launch(ft.wrap_triton(K.add_kernel)[grid])
     with pytest.raises(ValueError, match=named):
-        ft.wrap_triton(K.add_kernel).run(*args(), N, grid=grid, BLOCK=N)
+        launch(functools.partial(ft.wrap_triton(K.add_kernel).run, grid=grid))
 
 
 def test_meta_tensors_still_trace() -> None:
