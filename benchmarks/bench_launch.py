@@ -16,7 +16,9 @@ GPU: ``python benchmarks/bench_launch.py --gpu`` (real launches; eager launches 
 synchronised after every call). Without ``--gpu``: CPU host figures on Triton's interpreter, with
 every kernel's ``run`` replaced by a no-op on both sides, so the figures are the host time of the
 launch path itself (what this library adds is ``ft - raw``), not the interpreter's. ``--quick``
-skips the 1000-launch trace; ``--profile`` prints cProfile's top functions for each part.
+skips the 1000-launch trace; ``--profile`` prints cProfile's top functions for each part;
+``--pieces`` prints only where an eager launch's host time goes (``timeit`` of its pieces, every
+kernel's ``run`` a no-op on both sides, on the GPU too).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 GPU = "--gpu" in sys.argv
 PROFILE = "--profile" in sys.argv
+PIECES = "--pieces" in sys.argv
 if not GPU and os.path.basename(sys.argv[0]).startswith("bench_"):  # imported: see bench_graphs.py
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -332,11 +335,68 @@ def tracing_cost(counts: tuple[int, ...]) -> None:
         profile("aot_function tracing of 100 launches", lambda: compiled(x, zero), 1, top=25)
 
 
+def eager_pieces() -> None:
+    """``timeit`` (best of 7) of the eager launch's pieces, every kernel's ``run`` a no-op."""
+    import timeit
+
+    from functional_triton import kernel as launch_path
+
+    dev = "cuda" if GPU else "cpu"
+    x, y, out = (torch.ones(4096, device=dev) for _ in range(3))
+    grid, keywords = (4,), {"BLOCK": 1024}
+    args: tuple[Any, ...] = (x, y, out, 4096)
+    w = ft.wrap_triton(add_kernel)
+    bound, raw_bound, info = w[grid], add_kernel[grid], w.info
+
+    def probes() -> Any:
+        return launch_path.dispatch_stack_len() or launch_path.functorch_interpreter()
+
+    def argument_checks() -> None:  # the launch path's loop over the arguments (kernel._run)
+        for v in args:
+            t = type(v)
+            if t is int:
+                continue
+            if t is torch.Tensor and v.is_meta:
+                break
+
+    pieces: dict[str, Callable[[], Any]] = {
+        "raw k[grid](...)": lambda: add_kernel[grid](x, y, out, 4096, BLOCK=1024),
+        "ft wrap_triton(k)[grid](...)": lambda: ft.wrap_triton(add_kernel)[grid](x, y, out, 4096, BLOCK=1024),
+        "raw k[grid] kept, called": lambda: raw_bound(x, y, out, 4096, BLOCK=1024),
+        "ft w[grid] kept, called": lambda: bound(x, y, out, 4096, BLOCK=1024),
+        "k.run(...) itself": lambda: add_kernel.run(x, y, out, 4096, grid=grid, warmup=False, BLOCK=1024),
+        "kernel._run(...) (checks + k.run)": lambda: launch_path._run(add_kernel, info, grid, args, keywords),
+        "wrap_triton(k)": lambda: ft.wrap_triton(add_kernel),
+        "w[grid]": lambda: w[grid],
+        "k[grid]": lambda: add_kernel[grid],
+        "the two mode probes": probes,
+        "the loop over four arguments": argument_checks,
+        "x.is_meta": lambda: x.is_meta,
+        "an empty lambda (subtract)": lambda: None,
+    }
+    saved = add_kernel.__dict__.get("run")
+    add_kernel.run = _no_op_run
+    try:
+        where = "GPU host" if GPU else "CPU host"
+        print(f"eager launch pieces ({where}, kernels' run a no-op; best of 7, ns, each in a lambda):")
+        for name, fn in pieces.items():
+            best = min(timeit.repeat(fn, number=20000, repeat=7)) / 20000
+            print(f"  {name:36s} {best * 1e9:8.1f}")
+    finally:
+        if saved is None:
+            del add_kernel.run
+        else:
+            add_kernel.run = saved
+
+
 def main() -> None:
     print(
         f"torch {torch.__version__}, triton {triton.__version__}, "
         f"{torch.cuda.get_device_name() if GPU else 'CPU host figures (interpreter, kernels a no-op)'}"
     )
+    if PIECES:
+        eager_pieces()
+        return
     eager_launches()
     replayed_graphs()
     tracing_cost((10, 100) if "--quick" in sys.argv else (10, 100, 1000))
