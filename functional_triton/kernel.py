@@ -41,6 +41,7 @@ from .launch_spec import (
     checked_grid_fn,
     classify,
     kernel_info,
+    kernel_key,
     make_launch_spec,
     trace_grid,
 )
@@ -370,9 +371,9 @@ def wrap_triton(kernel: Any) -> TritonKernel:
     # The per-launch path (``wrap_triton(k)[grid](...)`` made on every call): a kernel described
     # before passed the type check below; a new wrapper is all it costs (none is cached: a cached
     # wrapper would keep its kernel alive). An entry of ``_infos`` leaves in its kernel's weakref
-    # callback, which runs before the kernel's memory (and so its id) can be reused: an entry
-    # found under ``id(kernel)`` is this kernel's.
-    hit = _infos.get(id(kernel))
+    # callback, which runs before the kernel's memory (and so its key, Note [kernel keys]) can be
+    # reused: an entry found under ``kernel_key(kernel)`` is this kernel's.
+    hit = _infos.get(kernel_key(kernel))
     if hit is not None:
         wrapper = _new_object(TritonKernel)
         wrapper.kernel = kernel

@@ -309,6 +309,32 @@ def test_autotune_plus_heuristics_eager_matches_raw(n: int) -> None:
     assert_same(*eager_pair(launch, arange))
 
 
+def _same_source_kernel() -> Any:
+    @triton.jit
+    def add_one_copy(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1, mask=m)
+
+    return add_one_copy
+
+
+def test_kernels_equal_in_their_own_hash_are_described_apart() -> None:
+    """Note [kernel keys]: a JITFunction hashes its source; the cache is keyed per object."""
+    from functional_triton.launch_spec import kernel_key
+
+    first, second = _same_source_kernel(), _same_source_kernel()
+    if type(first).__hash__ is not object.__hash__:  # JITFunction (the interpreter's has none)
+        assert hash(first) == hash(second)
+    assert kernel_key(first) != kernel_key(second)
+    for k in (first, second, first):
+        assert ft.wrap_triton(k).info.fn is k.fn
+        x_raw, x_ft = arange(), arange()
+        k[(1,)](x_raw, N, BLOCK=8)
+        ft.wrap_triton(k)[(1,)](x_ft, N, BLOCK=8)
+        assert_same(x_ft, x_raw)
+
+
 def test_eager_launch_does_not_touch_side_table(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     real_add_kernel = kernel_side_table.add_kernel
