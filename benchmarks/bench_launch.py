@@ -18,12 +18,15 @@ every kernel's ``run`` replaced by a no-op on both sides, so the figures are the
 launch path itself (what this library adds is ``ft - raw``), not the interpreter's. ``--quick``
 skips the 1000-launch trace; ``--profile`` prints cProfile's top functions for each part;
 ``--pieces`` prints only where an eager launch's host time goes (``timeit`` of its pieces, every
-kernel's ``run`` a no-op on both sides, on the GPU too).
+kernel's ``run`` a no-op on both sides, on the GPU too); ``--one`` only the one-launch graphs, three
+times, synchronised and queued, each program also followed by 20 us of host work before the
+synchronisation (which leaves the device idle by then: what remains is the host's).
 """
 
 from __future__ import annotations
 
 import cProfile
+import functools
 import os
 import pstats
 import statistics
@@ -35,6 +38,7 @@ from typing import Any
 GPU = "--gpu" in sys.argv
 PROFILE = "--profile" in sys.argv
 PIECES = "--pieces" in sys.argv
+ONE = "--one" in sys.argv
 if not GPU and os.path.basename(sys.argv[0]).startswith("bench_"):  # imported: see bench_graphs.py
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -291,6 +295,55 @@ def replayed_graphs() -> None:
                 profile("ft+rp, 100 in-place launches", cases["ft+rp"], 50)
 
 
+def one_launch() -> None:
+    """The one-launch rows of ``replayed_graphs``, repeated, with the eager ft program beside them."""
+    dev = "cuda" if GPU else "cpu"
+    x = torch.zeros(64, device=dev)
+
+    def then_20us(f: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            result = f()
+            end = time.perf_counter() + 20e-6
+            while time.perf_counter() < end:
+                pass
+            return result
+
+        return run
+
+    def net(t: dict[str, float], suffix: str) -> float:
+        ft_rp, aot_rest = t["ft+rp" + suffix], t["aot-rest" + suffix]
+        return ((ft_rp - aot_rest) - (t["raw" + suffix] - t["rest" + suffix])) * 1e6
+
+    print("one launch (us per call; net as in the replayed graphs; +20us: 20 us of host work after a call)")
+    for label, make in (("in place", _in_place), ("out (empty_like)", _chain)):
+        cases: dict[str, Callable[[], Any]] = {
+            "raw": functools.partial(make(1, lambda k: k), x),
+            "ft eager": functools.partial(make(1, ft.wrap_triton), x),
+            "ft+rp": functools.partial(
+                aot_function(
+                    make(1, ft.wrap_triton),
+                    fw_compiler=ft.reinplace_compiler,
+                    keep_inference_input_mutations=True,
+                ),
+                x,
+            ),
+            "rest": functools.partial(make(1, None), x),
+            "aot-rest": functools.partial(
+                aot_function(make(1, None), fw_compiler=same_runner, keep_inference_input_mutations=True), x
+            ),
+        }
+        cases.update({name + " +20us": then_20us(fn) for name, fn in list(cases.items())})
+        for each in (True, False):
+            for _ in range(3):
+                t = side_by_side(cases, 1000 if GPU else 200, each=each)
+                print(
+                    f"  {label:16s} {'synchronised' if each else 'queued':12s} net {net(t, ''):6.2f}"
+                    f"  +20us net {net(t, ' +20us'):6.2f}   ft eager - raw "
+                    f"{(t['ft eager'] - t['raw']) * 1e6:5.2f}   "
+                    + " ".join(f"{k}={v * 1e6:.1f}" for k, v in t.items() if not k.endswith("us"))
+                )
+
+
 def tracing_cost(counts: tuple[int, ...]) -> None:
     dev = "cuda" if GPU else "cpu"
 
@@ -340,6 +393,7 @@ def eager_pieces() -> None:
     import timeit
 
     from functional_triton import kernel as launch_path
+    from functional_triton.launch_spec import kernel_key
 
     dev = "cuda" if GPU else "cpu"
     x, y, out = (torch.ones(4096, device=dev) for _ in range(3))
@@ -367,6 +421,8 @@ def eager_pieces() -> None:
         "k.run(...) itself": lambda: add_kernel.run(x, y, out, 4096, grid=grid, warmup=False, BLOCK=1024),
         "kernel._run(...) (checks + k.run)": lambda: launch_path._run(add_kernel, info, grid, args, keywords),
         "wrap_triton(k)": lambda: ft.wrap_triton(add_kernel),
+        "kernel_key(k) (object.__hash__)": lambda: kernel_key(add_kernel),
+        "id(k) (an audit event)": lambda: id(add_kernel),
         "w[grid]": lambda: w[grid],
         "k[grid]": lambda: add_kernel[grid],
         "the two mode probes": probes,
@@ -396,6 +452,9 @@ def main() -> None:
     )
     if PIECES:
         eager_pieces()
+        return
+    if ONE:
+        one_launch()
         return
     eager_launches()
     replayed_graphs()
