@@ -207,7 +207,9 @@ def _run(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], k
     would drop silently (compiled triton raises on an unknown keyword, naming it, before it
     compiles; ``_after_failure`` then names it as ``_launch`` would). It runs exactly what
     ``kernel[grid](...)`` runs. Any other value or state takes ``_launch``, which checks everything.
-    The tests are ordered by how often they decide (ints and tensors first).
+    The tests are ordered by how often they decide (ints and tensors first); the positional and
+    the keyword values take the same test, written out twice (``classify`` states it once): a
+    helper's frame per launch costs more than the test.
     """
     if type(grid) is tuple and not dispatch_stack_len() and functorch_interpreter() is None:
         n = len(grid)
