@@ -727,6 +727,12 @@ def _as_strided_chain_write(ctx: Any, name: str, original: Tensor, new: Tensor) 
         f"shape {tuple(original.shape)}, strides {tuple(original.stride())}, "
         f"storage offset {original.storage_offset()}"
     )
+    if base is None and getattr(ctx, "mode", None) is not None:  # detach() dropped the base
+        raise NotImplementedError(
+            f"argument '{name}' is written and is a detach() of a view made with as_strided() after "
+            f"another view ({shown}); detach() leaves it no base to carry the write back to. Write "
+            "the view itself, not a detach() of it"
+        )
     if base is None:
         raise NotImplementedError(
             f"argument '{name}' is written and is a view made with as_strided() after another view "
