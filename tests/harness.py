@@ -96,7 +96,9 @@ def _assert_equal(actual: Any, expected: Any, what: str) -> None:
 
 
 def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr() if t.untyped_storage().nbytes() else id(t)
+    """Which storage: its address, or for an empty one (address 0 or shared) the storage itself."""
+    storage = t.untyped_storage()
+    return storage.data_ptr() if storage.nbytes() else storage._cdata
 
 
 def _alias_map(outputs: list[Any], inputs: Sequence[Any]) -> list[tuple[int, ...]]:
