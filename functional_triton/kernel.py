@@ -230,26 +230,20 @@ def _run(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], k
                 elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
                     break
             else:
-                if kwargs:
-                    if info.interpreted and not info.keyword_names.issuperset(kwargs):
-                        return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
-                    for v in kwargs.values():
-                        t = type(v)
-                        if t is int:
-                            continue
-                        if t is Tensor or t is _Parameter:
-                            if v.is_meta:
-                                break
-                        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                if kwargs and info.interpreted and not info.keyword_names.issuperset(kwargs):
+                    return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
+                for v in kwargs.values():
+                    t = type(v)
+                    if t is int:
+                        continue
+                    if t is Tensor or t is _Parameter:
+                        if v.is_meta:
                             break
-                    else:
-                        try:
-                            return kernel.run(*args, grid=grid, warmup=False, **kwargs)
-                        except Exception as e:
-                            return _after_failure(e, kernel, info, grid, args, kwargs)
+                    elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                        break
                 else:
                     try:
-                        return kernel.run(*args, grid=grid, warmup=False)
+                        return kernel.run(*args, grid=grid, warmup=False, **kwargs)
                     except Exception as e:
                         return _after_failure(e, kernel, info, grid, args, kwargs)
     return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
@@ -266,7 +260,7 @@ def _warmup(
     """
     if classify(args, kwargs) is _PLAIN:
         return kernel.run(*args, grid=grid, warmup=True, **kwargs)
-    make_launch_spec(kernel, info, grid, tuple(args), kwargs)
+    make_launch_spec(kernel, info, grid, args, kwargs)
     return None
 
 
