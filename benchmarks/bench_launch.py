@@ -400,12 +400,13 @@ def eager_pieces() -> None:
     grid, keywords = (4,), {"BLOCK": 1024}
     args: tuple[Any, ...] = (x, y, out, 4096)
     w = ft.wrap_triton(add_kernel)
-    bound, raw_bound, info = w[grid], add_kernel[grid], w.info
+    bound, raw_bound = w[grid], add_kernel[grid]
+    assert isinstance(bound, launch_path._BoundLaunch)
 
     def probes() -> Any:
         return launch_path.dispatch_stack_len() or launch_path.functorch_interpreter()
 
-    def argument_checks() -> None:  # the launch path's loop over the arguments (kernel._run)
+    def argument_checks() -> None:  # the launch path's loop over the arguments (_BoundLaunch.__call__)
         for v in args:
             t = type(v)
             if t is int:
@@ -419,7 +420,7 @@ def eager_pieces() -> None:
         "raw k[grid] kept, called": lambda: raw_bound(x, y, out, 4096, BLOCK=1024),
         "ft w[grid] kept, called": lambda: bound(x, y, out, 4096, BLOCK=1024),
         "k.run(...) itself": lambda: add_kernel.run(x, y, out, 4096, grid=grid, warmup=False, BLOCK=1024),
-        "kernel._run(...) (checks + k.run)": lambda: launch_path._run(add_kernel, info, grid, args, keywords),
+        "the launch itself (checks + k.run)": lambda: launch_path._launch_bound(bound, *args, **keywords),
         "wrap_triton(k)": lambda: ft.wrap_triton(add_kernel),
         "kernel_key(k) (object.__hash__)": lambda: kernel_key(add_kernel),
         "id(k) (an audit event)": lambda: id(add_kernel),

@@ -199,56 +199,6 @@ def _launch_traced(
 _new_object = object.__new__
 
 
-def _run(kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A launch, ``kernel[grid](*args, **kwargs)``: the common eager case inlined, else ``_launch``.
-
-    This runs on every launch. The common case: no dispatch mode, no functorch transform, a grid
-    of 1 to 3 ints, plain tensors (not meta) and constants, and no keyword that the interpreter
-    would drop silently (compiled triton raises on an unknown keyword, naming it, before it
-    compiles; ``_after_failure`` then names it as ``_launch`` would). It runs exactly what
-    ``kernel[grid](...)`` runs. Any other value or state takes ``_launch``, which checks everything.
-    The tests are ordered by how often they decide (ints and tensors first); the positional and
-    the keyword values take the same test, written out twice (``classify`` states it once): a
-    helper's frame per launch costs more than the test.
-    """
-    if type(grid) is tuple and not dispatch_stack_len() and functorch_interpreter() is None:
-        n = len(grid)
-        if n == 1:
-            simple = type(grid[0]) is int
-        elif n == 2:
-            simple = type(grid[0]) is int and type(grid[1]) is int
-        else:
-            simple = n == 3 and type(grid[0]) is int and type(grid[1]) is int and type(grid[2]) is int
-        if simple:
-            for v in args:
-                t = type(v)
-                if t is int:
-                    continue
-                if t is Tensor or t is _Parameter:
-                    if v.is_meta:
-                        break
-                elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
-                    break
-            else:
-                if kwargs and info.interpreted and not info.keyword_names.issuperset(kwargs):
-                    return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
-                for v in kwargs.values():
-                    t = type(v)
-                    if t is int:
-                        continue
-                    if t is Tensor or t is _Parameter:
-                        if v.is_meta:
-                            break
-                    elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
-                        break
-                else:
-                    try:
-                        return kernel.run(*args, grid=grid, warmup=False, **kwargs)
-                    except Exception as e:
-                        return _after_failure(e, kernel, info, grid, args, kwargs)
-    return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
-
-
 def _warmup(
     kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -273,7 +223,57 @@ class _BoundLaunch:
     _grid: GridType
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _run(self._kernel, self._info, self._grid, args, kwargs)
+        """The launch, ``kernel[grid](*args, **kwargs)``: the common eager case inlined, else ``_launch``.
+
+        This runs on every launch (``.run(grid=)`` calls it too). The common case: no dispatch mode,
+        no functorch transform, a grid of 1 to 3 ints, plain tensors (not meta) and constants, and
+        no keyword that the interpreter would drop silently (compiled triton raises on an unknown
+        keyword, naming it, before it compiles; ``_after_failure`` then names it as ``_launch``
+        would). It runs exactly what ``kernel[grid](...)`` runs. Any other value or state takes
+        ``_launch``, which checks everything. The tests are ordered by how often they decide (ints
+        and tensors first); the positional and the keyword values take the same test, written out
+        twice (``classify`` states it once): a helper's frame per launch costs more than the test.
+        """
+        kernel, info, grid = self._kernel, self._info, self._grid
+        if type(grid) is tuple and not dispatch_stack_len() and functorch_interpreter() is None:
+            n = len(grid)
+            if n == 1:
+                simple = type(grid[0]) is int
+            elif n == 2:
+                simple = type(grid[0]) is int and type(grid[1]) is int
+            else:
+                simple = n == 3 and type(grid[0]) is int and type(grid[1]) is int and type(grid[2]) is int
+            if simple:
+                for v in args:
+                    t = type(v)
+                    if t is int:
+                        continue
+                    if t is Tensor or t is _Parameter:
+                        if v.is_meta:
+                            break
+                    elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                        break
+                else:
+                    if kwargs and info.interpreted and not info.keyword_names.issuperset(kwargs):
+                        return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
+                    for v in kwargs.values():
+                        t = type(v)
+                        if t is int:
+                            continue
+                        if t is Tensor or t is _Parameter:
+                            if v.is_meta:
+                                break
+                        elif t not in _CONSTANT_TYPES and isinstance(v, _TRACEABLE_TYPES):
+                            break
+                    else:
+                        try:
+                            return kernel.run(*args, grid=grid, warmup=False, **kwargs)
+                        except Exception as e:
+                            return _after_failure(e, kernel, info, grid, args, kwargs)
+        return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
+
+
+_launch_bound = _BoundLaunch.__call__
 
 
 # Note [wrapped kernels as callees]
@@ -332,7 +332,11 @@ class TritonKernel(KernelWrapper):
             raise TypeError(f"{self.info.name}.run() needs a grid: pass grid=(n,) or grid=callable")
         if warmup:
             return _warmup(self.kernel, self.info, grid, args, kwargs)
-        return _run(self.kernel, self.info, grid, args, kwargs)
+        bound = _new_object(_BoundLaunch)
+        bound._kernel = self.kernel
+        bound._info = self.info
+        bound._grid = grid
+        return _launch_bound(bound, *args, **kwargs)
 
     def __repr__(self) -> str:
         return f"wrap_triton({self.info.name})"
