@@ -684,15 +684,12 @@ def _broadcast_write(
     for d in dims:
         new = new.narrow(d, 0, 1)
     size = [1 if d in dims else n for d, n in enumerate(inner.shape)]
-    base_inner = ctx.unwrap_tensors(base)
-    if base_inner.dtype != inner.dtype or not surely_no_overlap(size, inner.stride()):
+    if base.dtype != inner.dtype or not surely_no_overlap(size, inner.stride()):
         raise NotImplementedError(
             f"argument '{name}' is written and its elements overlap in memory ({shown}) in a way "
             "that cannot be carried back to the tensor it views; pass that tensor itself"
         )
-    with ctx.redispatch_to_next():
-        value = torch.as_strided_scatter(base_inner, new, size, inner.stride(), inner.storage_offset())
-    return base, value
+    return base, _scatter_into_base(ctx, name, base, new, size, inner.stride(), inner.storage_offset(), shown)
 
 
 # Note [writes through as_strided view chains]
@@ -746,18 +743,80 @@ def _as_strided_chain_write(ctx: Any, name: str, original: Tensor, new: Tensor) 
             f"after another view ({shown}); the write cannot be carried back to the tensor both view. "
             "Make the views of the tensor itself, not of a detach() of such a view"
         )
-    inner = ctx.unwrap_tensors(original)
-    base_inner = ctx.unwrap_tensors(base)
-    if base_inner.dtype != inner.dtype or not surely_no_overlap(inner.shape, inner.stride()):
+    if base.dtype != original.dtype or not surely_no_overlap(original.shape, original.stride()):
         raise NotImplementedError(
             f"argument '{name}' is written, is a view made with as_strided() after another view, and "
             f"its elements may overlap in memory or view another dtype ({shown}); the write cannot be "
             "carried back to the tensor it views exactly. Pass the base tensor itself, or a view "
             "whose elements do not overlap"
         )
+    inner = ctx.unwrap_tensors(original)
+    offset = inner.storage_offset()
+    return base, _scatter_into_base(ctx, name, base, new, inner.shape, inner.stride(), offset, shown)
+
+
+# Note [scattering into a base]
+# ``as_strided_scatter(base, new, size, stride, offset)`` reads ``offset`` and ``stride`` in the
+# coordinates of ``base``'s own storage. The functional value of a storage's root (a graph input,
+# an intermediate: an empty view chain) keeps the real storage's layout, so the view's own offset
+# and strides place its elements exactly. A base that is itself a view -- the ``_base`` of a view
+# made from a ``detach()`` of another view, which autograd records as a base of its own -- has a
+# functional value whose storage is not the real one, and the same call writes the wrong elements
+# or fails (fake tensors refuse it as out of bounds). There the view is placed relative to the
+# base: when the base's elements fill one span of memory (non-overlapping and dense, any order of
+# dimensions), they are laid out in memory order (a permutation, then a contiguous copy), the
+# view's elements are scattered at their offsets from the base's first element, and the order is
+# undone (also where torch has no binding to read the view chain and the base is dense: exact for
+# a root too). A view that reaches memory outside the base's elements (possible through
+# ``as_strided``), or a base that is not dense, raises naming the argument: the write belongs to
+# a tensor that ``detach()`` cut off.
+
+
+def _scatter_into_base(
+    ctx: Any,
+    name: str,
+    base: Tensor,
+    new: Tensor,
+    size: Sequence[Any],
+    stride: Sequence[Any],
+    offset: Any,
+    shown: str,
+) -> Tensor:
+    """``base``'s new value: the view ``(size, stride, offset)`` of its memory replaced by ``new``."""
+    base_inner: Tensor = ctx.unwrap_tensors(base)
+    chain = view_chain(base)
+    order = _memory_order(base.shape, base.stride())
+    if chain == [] or (chain is None and order is None):  # a root (or unknown, as before)
+        with ctx.redispatch_to_next():
+            return torch.as_strided_scatter(base_inner, new, size, stride, offset)
+    start = offset - base.storage_offset()
+    reach = sum((n - 1) * st for n, st in zip(size, stride))
+    if any(n == 0 for n in size):
+        return base_inner  # nothing written
+    if order is None or start < 0 or start + reach >= base.numel():
+        raise NotImplementedError(
+            f"argument '{name}' is written and is a view ({shown}) of a tensor made with detach() from "
+            "another view, and it reaches memory outside that tensor's elements or that tensor's "
+            "elements do not fill one span of memory; detach() leaves no base to carry the write back "
+            "to. Make the view from the tensor itself, not from a detach() of a view of it"
+        )
+    inverse = sorted(range(len(order)), key=order.__getitem__)
     with ctx.redispatch_to_next():
-        value = torch.as_strided_scatter(base_inner, new, inner.shape, inner.stride(), inner.storage_offset())
-    return base, value
+        permuted = base_inner.permute(order)
+        flat = permuted.clone(memory_format=torch.contiguous_format).view(-1)
+        flat = torch.as_strided_scatter(flat, new, size, stride, start)
+        return flat.view(permuted.shape).permute(inverse)
+
+
+def _memory_order(size: Sequence[Any], stride: Sequence[Any]) -> list[int] | None:
+    """The permutation that makes a non-overlapping, dense layout contiguous; None if it is neither."""
+    order = sorted(range(len(size)), key=lambda d: (stride[d], size[d]), reverse=True)
+    expected = 1
+    for d in reversed(order):
+        if size[d] != 1 and stride[d] != expected:
+            return None
+        expected = expected * size[d]
+    return order
 
 
 def functional_functionalize(ctx: FunctionalizeContext, node: FunctionalNode) -> dict[str, Tensor]:

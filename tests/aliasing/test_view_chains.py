@@ -168,3 +168,50 @@ def test_plain_chains_keep_the_plain_commit() -> None:
     targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
     assert torch.ops.aten.as_strided_scatter.default in targets
     assert torch.ops.aten.slice_scatter.default in targets
+
+
+# Note [scattering into a base]: the base of a view made from a detach() of another view is that
+# detached tensor, itself a view; its functional value does not keep the storage's layout. Before,
+# as_strided_scatter placed the view in that value's own coordinates: fake tensors refused it as out
+# of bounds (a RuntimeError from torch, not the raw launch's result) or, at offset 0, the write went
+# to other elements.
+
+
+def test_as_strided_of_a_detached_view_of_an_input_with_an_offset() -> None:
+    def prog(wrap, x):
+        v = x.narrow(0, 1, 6).detach().as_strided((3,), (2,), x.storage_offset() + 2)
+        launch(wrap, v)
+        return x + 0, v * 1
+
+    check_matches_eager(prog, lambda: (arange(20)[4:],), modes=MODES)
+
+
+def test_as_strided_of_a_detached_transpose_is_placed_in_memory_order() -> None:
+    def prog(wrap, x):
+        d = x.view(4, 4).t().detach()
+        v = d.narrow(1, 1, 3).as_strided((3,), (5,), x.storage_offset() + 1)  # a diagonal
+        launch(wrap, v)
+        return x + 0, d * 1
+
+    check_matches_eager(prog, lambda: (arange(20)[4:],), modes=MODES)
+
+
+def test_broadcast_view_of_a_detached_view_is_written_as_in_eager() -> None:
+    def prog(wrap, x):
+        v = x.narrow(0, 2, 1).detach().expand(4)  # every element is x[2]: the last write wins
+        launch(wrap, v)
+        return x + 0
+
+    check_matches_eager(prog, lambda: (arange(),), modes=MODES)
+
+
+def test_as_strided_of_a_detached_view_reaching_other_elements_raises_clearly() -> None:
+    # d holds x[1] and x[3]; v reaches x[2] and x[4]: only x could take the write, and detach() cut it off
+    def prog(wrap, x):
+        v = x.as_strided((2,), (2,), 1).detach().as_strided((2,), (2,), 2)
+        launch(wrap, v)
+        return x + 0
+
+    refused = r"argument 'x_ptr' is written and is a view .* made with detach\(\) from another view"
+    with pytest.raises(NotImplementedError, match=refused):
+        check_matches_eager(prog, lambda: (arange(),), modes=("aot_function",), no_grad=(True,))

@@ -39,7 +39,10 @@ and around limits of torch 2.13 itself, which fail the same way with plain torch
   view's base (AOTAutograd), but torch's own in-place ops cannot: torch in-place ops are
   never drawn on such views (``_Sim.chained``), and under torch.func.functionalize (no
   bases) the library refuses such a kernel write, so ``facts(program).chain_write`` leaves
-  the functionalize modes out (the test checks that it refuses). as_strided is drawn on
+  the functionalize modes out (the test checks that it refuses). Under AOTAutograd a write
+  through such a chain that a ``detach()`` cut from its base may be refused (README Known
+  limits): ``facts(program).detached_chain_write`` says where, and only there the test
+  accepts that refusal (never a wrong answer). as_strided is drawn on
   any view of a storage the program owns whole (an intermediate, a fresh buffer, an input
   that is its whole base), which keeps it from reaching into a hidden base beyond a graph
   input's elements.
@@ -595,6 +598,7 @@ class Facts:
     restride_refusal: bool  # README: distinct aliases of a non-contiguous input after a torch in-place op
     chain_write: bool = False  # a launch writes a view whose chain has as_strided after another view
     unbacked: bool = False  # a Mask step: traced with dynamic=True (aot_kwargs)
+    detached_chain_write: bool = False  # ... and that view's chain has a detach() (README: may refuse)
 
 
 def chained_views(program: Program) -> set[str]:
@@ -612,6 +616,15 @@ def chained_views(program: Program) -> set[str]:
             if step.src in chained or (isinstance(step.view, AsStrided) and after_a_view):
                 chained.add(step.name)
     return chained
+
+
+def detached_views(program: Program) -> set[str]:
+    """Values with a ``detach()`` anywhere in their chain of views (``Derive`` steps)."""
+    detached: set[str] = set()
+    for step in program.steps:
+        if isinstance(step, Derive) and (isinstance(step.view, Detach) or step.src in detached):
+            detached.add(step.name)
+    return detached
 
 
 def refused_with_views_as_copies(spec: KernelSpec, tensors: Sequence[torch.Tensor]) -> bool:
@@ -655,8 +668,19 @@ def facts(program: Program) -> Facts:
         for s in program.steps
     )
     unbacked = any(isinstance(s, Mask) for s in program.steps)
+    detached = detached_views(program) & chained
+    detached_chain_write = any(
+        isinstance(s, Launch) and any(s.args[w] in detached for w in KERNELS[s.kernel].written)
+        for s in program.steps
+    )
     return Facts(
-        any(aliasing_bases(program)), refused, returns_grad_input, restride_refusal, chain_write, unbacked
+        any(aliasing_bases(program)),
+        refused,
+        returns_grad_input,
+        restride_refusal,
+        chain_write,
+        unbacked,
+        detached_chain_write,
     )
 
 
