@@ -377,6 +377,7 @@ class GridByConfig:
     """
 
     keys: tuple[_Key, ...]
+    source: Any = dataclasses.field(default=None, repr=False)  # the user's grid callable, for messages
 
     def chooser(self, grids: Sequence[Sequence[Any]]) -> Callable[[Mapping[str, Any]], tuple[int, ...]]:
         def grid_fn(meta: Mapping[str, Any]) -> tuple[int, ...]:
@@ -426,7 +427,7 @@ def trace_grid(kernel: Any, grid: GridType, bound: Mapping[str, Any]) -> tuple[t
         grids.append(traced_grid_entries(checked))
     if all(_same_grid(g, grids[0]) for g in grids):
         return grids[0], None
-    return tuple(grids), GridByConfig(tuple(keys))
+    return tuple(grids), GridByConfig(tuple(keys), grid)
 
 
 def traced_grid_entries(grid: Sequence[Any]) -> tuple[Any, ...]:

@@ -43,6 +43,7 @@ from typing import Any
 
 from ._compat import hook_export_serialization
 from .descriptors import DESCRIPTORS_KEY
+from .launch_spec import GridByConfig
 from .side_table import TableIndex, kernel_side_table
 
 _made: dict[str, tuple[Any, ...]] = {}  # reference -> the objects it was made from
@@ -223,10 +224,19 @@ def check_savable(kernel_idx: Any, constant_args_idx: Any) -> None:
         )
     entries = _kernel_entries(kernel_idx)
     kernel_name = entries[0][0][1]
+    made = _made.get(kernel_idx)
+    if made is not None and isinstance(made[1], GridByConfig):
+        source = made[1].source
+        shown = getattr(source, "__qualname__", None) or repr(source)
+        raise RuntimeError(
+            f"torch.export.save: kernel '{kernel_name}' was exported with one grid per autotune config "
+            f"(its grid callable {shown} gives its configs different grids; triton picks the config, "
+            "and so the grid, when it launches), which a saved program cannot hold. Export the "
+            "program with strict=True, which keeps the grid callable itself (a module-level function)"
+        )
     for (module, name, _), what in entries:
         problem = _not_module_level(module, name)
         if problem is None:
-            made = _made.get(kernel_idx)
             obj = getattr(sys.modules.get(module), name, None) if module in sys.modules else None
             if made is not None and obj is not made[0 if what == "kernel" else 1]:
                 problem = f"is not what module {module} binds to the name '{name}'"

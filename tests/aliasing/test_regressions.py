@@ -369,6 +369,26 @@ def test_distinct_aliases_of_a_strided_input_written_by_a_torch_op_are_refused(m
         check_matches_eager(prog, lambda: (torch.arange(16.0).reshape(4, 4)[:, ::2],), modes=(mode,))
 
 
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5)], ids=["square", "oblong"])
+@pytest.mark.parametrize("mode", ["aot_function", "aot_module", "reinplace", "functionalize", "symbolic"])
+def test_distinct_aliases_of_a_transposed_input_written_by_a_torch_op_match_eager(
+    mode: str, shape: tuple[int, int]
+) -> None:
+    """README known limit, its other half: the program refused above, on a transposed graph input
+    (base.t(), non-contiguous) instead of a column slice, matches eager bit for bit."""
+
+    def prog(wrap, x):
+        v = x[:, 0:1]
+        x.add_(1)
+        launch(wrap, PK.copy_kernel, x, v)
+        return (x,)
+
+    rows, cols = shape
+    check_matches_eager(
+        prog, lambda: (torch.arange(float(rows * cols)).reshape(rows, cols).t(),), modes=(mode,)
+    )
+
+
 def test_empty_written_view_of_a_returned_intermediate_keeps_output_aliasing() -> None:
     """y = base[0:0] (shape (0, 1, 6)); v1 = y * 2; v4 = v1.select(2, 2); halves(v4, v1); return v4, v1.
 

@@ -31,3 +31,12 @@ def times_two_inplace(x_ptr, n, BLOCK: tl.constexpr):
 def grid_of_meta(meta):
     """A module-level grid callable: one program per BLOCK elements of n."""
     return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+
+
+@triton.jit
+def add_index_strided(x_ptr, n, stride, BLOCK: tl.constexpr):
+    """x[i * stride] += i + 1 for i < n (one program): honours the view's stride."""
+    i = tl.arange(0, BLOCK)
+    m = i < n
+    p = x_ptr + i * stride
+    tl.store(p, tl.load(p, mask=m) + i + 1, mask=m)

@@ -319,3 +319,20 @@ def test_known_limit_wrap_triton_through_a_function_class_attribute_breaks_the_g
     torch.testing.assert_close(out, want + 1, rtol=0, atol=0)
     out.sum().backward()
     torch.testing.assert_close(x.grad, torch.full((N,), 3.0), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "functional_triton", "inductor"])
+def test_write_through_as_strided_after_another_view_matches_eager(backend: str) -> None:
+    """README known limit: a kernel writing a view made with as_strided after another view updates
+    that view's base; torch.compile matches eager (outputs, the input, later reads of the base)."""
+
+    def prog(wrap, x, h):
+        v = x.narrow(0, 1, 6).as_strided((3,), (2,), 2)  # x[2], x[4], x[6]
+        wrap(k.add_index_strided)[(1,)](v, v.numel(), v.stride(0), BLOCK=4)
+        y = h * 2  # an intermediate written the same way (in training, h requires grad)
+        w = y.narrow(0, 4, 8).as_strided((4,), (3,), 5)
+        wrap(k.add_index_strided)[(1,)](w, w.numel(), w.stride(0), BLOCK=4)
+        return x + 0, v * 1, x[1:5] * 2, y, w * 1
+
+    make = lambda: (torch.arange(16.0), torch.arange(16.0, requires_grad=True))  # noqa: E731
+    check_compiled(prog, make, backends=(backend,))

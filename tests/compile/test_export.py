@@ -19,6 +19,7 @@ import triton.language as tl
 import functional_triton as ft
 from functional_triton import portable
 from tests.compile import kernels as k
+from tests.mutation_kernels import same_timing
 
 N = 40
 ROOT = Path(__file__).resolve().parents[2]
@@ -337,3 +338,49 @@ def test_save_and_load_autotune_and_heuristics_kernels(tmp_path: Path, kernel: s
     got = loaded(*args)
     # The output, then x, out and y after the call.
     torch.testing.assert_close((got, *args), (out + 1, x, out, y), rtol=0, atol=0)
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 8}), triton.Config({"BLOCK": 32})],
+    key=["n"],
+    do_bench=same_timing,
+)
+@triton.jit
+def _tuned_times_two(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out = 2 * x; its two configs give k.grid_of_meta two grids (5 and 2 programs for N = 40)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+class _TunedGrids(torch.nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        ft.wrap_triton(_tuned_times_two)[k.grid_of_meta](x, out, x.numel())
+        return out
+
+
+def test_non_strict_export_keeps_one_grid_per_config_and_save_refuses_it(tmp_path: Path) -> None:
+    """README: a kernel whose autotune configs give different grids holds, under non-strict export,
+    one grid per config; torch.export.save refuses that, naming the grid callable, and a strict export
+    of the same program saves, loads and runs like the raw launch."""
+    x = torch.arange(N, dtype=torch.float32)
+    ep = torch.export.export(_TunedGrids(), (x,), strict=False)
+    (node,) = [n for n in ep.graph.nodes if n.target is ft.triton_kernel_wrapper_mutation]
+    assert node.kwargs["grid"] == ((5,), (2,)), node.kwargs["grid"]  # BLOCK=8, then BLOCK=32
+    assert json.loads(node.kwargs["kernel_idx"])["grid"] is not None  # the node names a grid object
+    with pytest.raises(
+        RuntimeError,
+        match=r"^torch.export.save: kernel '_tuned_times_two' was exported with one grid per autotune "
+        r"config \(its grid callable grid_of_meta gives .* with strict=True",
+    ):
+        torch.export.save(ep, tmp_path / "non_strict.pt2")
+
+    # The way out the README gives: strict export keeps the (module-level) callable itself.
+    torch.export.save(torch.export.export(_TunedGrids(), (x,), strict=True), tmp_path / "strict.pt2")
+    with portable._lock:  # load by module, name and fingerprint, as another process would
+        portable._made.clear()
+        portable._resolved.clear()
+    expected = torch.empty_like(x)
+    _tuned_times_two[k.grid_of_meta](x, expected, N)
+    got = torch.export.load(tmp_path / "strict.pt2").module()(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 from functorch.compile import aot_function, aot_module
+from torch._subclasses.fake_tensor import DataDependentOutputException
 
 import functional_triton as ft
 from functional_triton import _compat
@@ -33,8 +34,11 @@ from liger_kernel.ops import (  # noqa: E402
     cross_entropy,
     dyt,
     fused_add_rms_norm,
+    fused_linear_cross_entropy,
     geglu,
     group_norm,
+    jsd,
+    kl_div,
     layer_norm,
     llama4_rope,
     modulated_rms_norm,
@@ -44,6 +48,7 @@ from liger_kernel.ops import (  # noqa: E402
     softmax,
     sparsemax,
     swiglu,
+    tvd,
 )
 from liger_kernel.ops.experimental import embedding  # noqa: E402
 
@@ -458,3 +463,38 @@ def test_fused_linear_cross_entropy_without_data_dependent_python() -> None:
     count = W.n_non_ignore(targets)
     fn = lambda x, w, t: W.FusedLinearCrossEntropy.apply(x, w, t, count)  # noqa: E731
     check_against_eager(fn, lambda: (_randn(6, 8), _randn(40, 8), targets.clone()))
+
+
+def _distributions(log_input: bool, log_target: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = torch.randn(4, 32), torch.randn(4, 32)
+    x = x.log_softmax(-1) if log_input else x.softmax(-1)
+    return x.requires_grad_(), y.log_softmax(-1) if log_target else y.softmax(-1)
+
+
+# Liger's own Python reads data: .item() counts targets in forward (aten._local_scalar_dense), and
+# torch.equal(grad_output, 1.0) picks a branch in backward (aten.equal).
+DATA_DEPENDENT: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]], str]] = {
+    "cross_entropy": (_liger_ce, _logits_and_targets, "_local_scalar_dense"),
+    "fused_linear_cross_entropy": (
+        lambda x, w, t: fused_linear_cross_entropy.LigerFusedLinearCrossEntropyFunction.apply(x, w, t)[0],
+        lambda: (_randn(6, 8), _randn(40, 8), torch.tensor([1, 39, -100, 0, 7, 3])),
+        "_local_scalar_dense",
+    ),
+    "kl_div": (kl_div.LigerKLDivLossFunction.apply, lambda: _distributions(True, False), "equal"),
+    "jsd": (jsd.LigerJSDFunction.apply, lambda: _distributions(True, True), "equal"),
+    "tvd": (tvd.LigerTVDLossFunction.apply, lambda: _distributions(False, False), "equal"),
+}
+
+
+@pytest.mark.parametrize("mode", ["aot_function", "aot_module"])
+@pytest.mark.parametrize("name", list(DATA_DEPENDENT))
+def test_losses_with_data_dependent_python_are_refused_by_fake_tensor(name: str, mode: str) -> None:
+    """README known limit: FakeTensor, and so AOTAutograd, refuses Liger's losses with
+    DataDependentOutputException naming the operator their Python reads data through; eagerly they run."""
+    fn, make_inputs, refused = DATA_DEPENDENT[name]
+    with interpreter_shims():
+        fn(*make_inputs()).backward()  # eager Liger: no error
+        with routed_through_ft():
+            call = compiled(mode, fn)
+            with pytest.raises(DataDependentOutputException, match=rf"^aten\.{refused}\.default$"):
+                call(*make_inputs()).backward()  # the joint graph is traced at the first call

@@ -15,13 +15,13 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from functorch.compile import aot_function
+from functorch.compile import aot_function, default_partition, min_cut_rematerialization_partition
 
 import functional_triton as ft
 from functional_triton import _compat
 from functional_triton import functionalize as ft_functionalize
 from tests import kernels as K
-from tests.harness import AOT_MODES, check_compiled, check_matches_eager
+from tests.harness import AOT_MODES, check_compiled, check_matches_eager, compile_mode, raw
 from tests.helpers import nop
 
 PATHS = [
@@ -158,6 +158,35 @@ def test_one_launch_writing_a_leaf_and_a_forward_tensor_raises(monkeypatch: pyte
         call(torch.arange(16.0).requires_grad_())  # the joint graph is traced at the first call
 
 
+@pytest.mark.parametrize("mode", ["aot_function", "aot_module"])
+def test_known_limit_min_cut_partitioner_under_aot_drops_the_in_place_leaf_write(
+    monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """README known limit: on the in-place path (torch < 2.13; forced here), aot_function / aot_module
+    given ``partition_fn=min_cut_rematerialization_partition`` are not detected (torch.compile's
+    reordering backends are refused, tests/compile/test_leaf_writes.py). The min-cut partitioner drops
+    a launch that comes before any use of the incoming gradient: no error, the leaf is left unwritten
+    and its gradient is computed from the unwritten value. The default partitioner matches eager."""
+    monkeypatch.setattr(ft_functionalize, "LEAF_WRITES_IN_PLACE", True)
+
+    def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return WritesSavedLeaf.apply(x, wrap, False) + y
+
+    x, y = _leaf()
+    prog(raw, x, y).sum().backward()
+    original = _leaf()[0].detach()
+    assert torch.equal(x.detach(), original + 1), "eager's backward should have written the leaf"
+    assert x.grad is not None and torch.equal(x.grad, (original + 1) + original * 3)
+
+    call = compile_mode(mode, prog, _leaf(), partition_fn=min_cut_rematerialization_partition)
+    x, y = _leaf()
+    call(x, y).sum().backward()  # no error
+    assert torch.equal(x.detach(), original), "the launch ran: the known limit is gone"
+    assert x.grad is not None and torch.equal(x.grad, original + original * 3)
+
+    check_matches_eager(prog, _leaf, modes=(mode,), no_grad=(False,), partition_fn=default_partition)
+
+
 @pytest.mark.filterwarnings(
     # torch 2.13's Dynamo instantiates autograd.Function classes itself; its Inductor touches
     # torch.jit.script_method while compiling (as in tests/compile/conftest.py).
@@ -177,7 +206,12 @@ def test_in_place_path_under_torch_compile(monkeypatch: pytest.MonkeyPatch) -> N
         torch._dynamo.reset()
         compiled = torch.compile(lambda x, y: prog(ft.wrap_triton, x, y), backend="inductor", fullgraph=True)
         x, y = _leaf()
-        with pytest.raises(Exception, match=r"writes, in a backward, the leaf input\(s\)"):
+        # Dynamo wraps the backend's NotImplementedError (raised when the joint graph is traced).
+        with pytest.raises(
+            torch._dynamo.exc.BackendCompilerFailed,
+            match=r"\nNotImplementedError: add_one_inplace writes, in a backward, the leaf input\(s\)",
+        ) as info:
             compiled(x, y).sum().backward()
+        assert isinstance(info.value.inner_exception, NotImplementedError)
     finally:
         torch._dynamo.reset()

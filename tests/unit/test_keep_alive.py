@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from functorch.compile import aot_function
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -137,3 +139,50 @@ def test_keep_alive_does_not_stop_reinplacing() -> None:
     assert ft.triton_kernel_wrapper_functional not in seen, fw.code
     assert launch_in_place in seen, fw.code
     assert torch.equal(dst, x + 1)
+
+
+@triton.jit
+def write_to_address(addr, n, BLOCK: tl.constexpr):
+    """Writes 1..n at the float32 address ``addr``: a kernel with no tensor argument at all."""
+    offs = tl.arange(0, BLOCK)
+    dst = addr.to(tl.pointer_type(tl.float32))
+    tl.store(dst + offs, offs.to(tl.float32) + 1, mask=offs < n)
+
+
+def test_known_limit_a_kernel_without_tensor_arguments_is_dead_code_eliminated() -> None:
+    """README known limit: a kernel with no tensor argument has no output for keep_alive to use, so
+    when nothing else depends on it dead-code elimination removes it from functionalized graphs (the
+    write eager makes is then lost). Without functionalization (make_fx), the mutation node stays."""
+    dst = torch.zeros(N)  # alive for the whole test: the graphs hold its address as a constant
+
+    def prog(wrap: Any, x: torch.Tensor) -> torch.Tensor:
+        wrap(write_to_address)[(1,)](dst.data_ptr(), N, BLOCK=N)
+        return x * 2
+
+    def runs_the_kernel(call: Any) -> bool:
+        dst.zero_()  # tracing with real tensors may have run it
+        assert torch.equal(call(torch.arange(float(N))), torch.arange(float(N)) * 2)
+        if torch.equal(dst, torch.zeros(N)):
+            return False
+        assert torch.equal(dst, torch.arange(1.0, N + 1)), dst
+        return True
+
+    assert runs_the_kernel(lambda x: prog(raw, x)), "eager writes dst"
+
+    functionalized = make_fx(torch.func.functionalize(lambda x: prog(ft.wrap_triton, x)))(torch.zeros(N))
+    assert ft.triton_kernel_wrapper_functional in targets(functionalized), functionalized.code
+    assert KEEP_ALIVE not in targets(functionalized), functionalized.code  # nothing to hang it on
+    functionalized.graph.eliminate_dead_code()
+    functionalized.recompile()
+    assert ft.triton_kernel_wrapper_functional not in targets(functionalized), functionalized.code
+    assert not runs_the_kernel(functionalized)
+
+    kept = Capture()
+    assert not runs_the_kernel(aot_function(lambda x: prog(ft.wrap_triton, x), **kept.compilers))
+    (fw,) = kept.fw
+    assert ft.triton_kernel_wrapper_functional not in targets(fw), fw.code
+
+    plain = compile_mode("make_fx", prog, (torch.zeros(N),))  # dead-code eliminated too
+    assert isinstance(plain, torch.fx.GraphModule)
+    assert ft.triton_kernel_wrapper_mutation in targets(plain), plain.code
+    assert runs_the_kernel(plain)

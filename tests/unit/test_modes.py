@@ -1,7 +1,7 @@
 """Dispatch modes that do not trace: a wrapped launch runs under them exactly as a raw launch does.
 
-A raw launch never reaches the dispatcher, so a flop counter, a user's TorchDispatchMode or
-activation checkpointing never sees it (Note [modes that do not trace] in hops.py). Each test
+A raw launch never reaches the dispatcher, so a flop counter, a profiler, a user's TorchDispatchMode
+or activation checkpointing never sees it (Note [modes that do not trace] in hops.py). Each test
 runs the raw kernels eagerly under the mode and compares, bit for bit, with the wrapped launch
 eagerly and with traced graphs replayed under the same mode.
 """
@@ -9,6 +9,7 @@ eagerly and with traced graphs replayed under the same mode.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -41,8 +42,9 @@ class HopLoggingMode(RecordingMode):
     supports_higher_order_operators = True
 
 
-MODES: dict[str, Callable[[], TorchDispatchMode | FlopCounterMode]] = {
+MODES: dict[str, Callable[[], TorchDispatchMode | FlopCounterMode | torch.profiler.profile]] = {
     "flop_counter": lambda: FlopCounterMode(display=False),
+    "profiler": torch.profiler.profile,
     "user_mode": RecordingMode,
     "declining_mode": DecliningMode,
     "hop_logging_mode": HopLoggingMode,
@@ -74,6 +76,20 @@ def test_eager_launch_under_a_mode_matches_the_raw_launch(mode_name: str) -> Non
     expected = run_once(_under(make_mode, functools.partial(prog, raw)), make_inputs, True)
     actual = run_once(_under(make_mode, functools.partial(prog, ft.wrap_triton)), make_inputs, True)
     compare(actual, expected, f"eager under {mode_name}")
+
+
+def test_profiler_records_the_eager_wrapped_launch_as_it_records_the_raw_one() -> None:
+    """The profiler sees the same events, as many times each, for both: the wrapped launch adds none."""
+
+    def recorded(wrap: Any) -> Counter[str]:
+        inputs = make_inputs()
+        with torch.profiler.profile() as profiler:
+            prog(wrap, *inputs)
+        return Counter(event.name for event in profiler.events())
+
+    raw_events, wrapped_events = recorded(raw), recorded(ft.wrap_triton)
+    assert wrapped_events == raw_events
+    assert not [name for name in wrapped_events if "triton_kernel_wrapper" in name], wrapped_events
 
 
 @pytest.mark.parametrize(
