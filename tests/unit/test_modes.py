@@ -44,7 +44,8 @@ class HopLoggingMode(RecordingMode):
 
 MODES: dict[str, Callable[[], TorchDispatchMode | FlopCounterMode | torch.profiler.profile]] = {
     "flop_counter": lambda: FlopCounterMode(display=False),
-    "profiler": torch.profiler.profile,
+    # acc_events: torch 2.11 on CUDA warns at start that events are cleared per cycle otherwise
+    "profiler": functools.partial(torch.profiler.profile, acc_events=True),
     "user_mode": RecordingMode,
     "declining_mode": DecliningMode,
     "hop_logging_mode": HopLoggingMode,
@@ -83,7 +84,7 @@ def test_profiler_records_the_eager_wrapped_launch_as_it_records_the_raw_one() -
 
     def recorded(wrap: Any) -> Counter[str]:
         inputs = make_inputs()
-        with torch.profiler.profile() as profiler:
+        with torch.profiler.profile(acc_events=True) as profiler:
             prog(wrap, *inputs)
         return Counter(event.name for event in profiler.events())
 
