@@ -48,6 +48,7 @@ import triton.language as tl  # noqa: E402
 from functorch.compile import aot_function, make_boxed_func  # noqa: E402
 
 import functional_triton as ft  # noqa: E402
+from functional_triton.launch_spec import _infos, kernel_key  # noqa: E402
 
 
 @triton.jit
@@ -125,6 +126,16 @@ def profile(label: str, fn: Callable[[], Any], calls: int, top: int = 15) -> Non
     pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(top)
 
 
+def python_wrap(kernel: Any, _new: Any = object.__new__, _cls: Any = ft.kernel._PyLauncher) -> Any:
+    """``wrap_triton``'s Python path (a machine without a C compiler: Note [the native launch path]):
+    its cache lookup and one object (of the base class: no ``TritonKernel`` is made that way)."""
+    hit = _infos[kernel_key(kernel)]
+    wrapper = _new(_cls)
+    wrapper.kernel = kernel
+    wrapper.info = hit[1]
+    return wrapper
+
+
 def eager_launches() -> None:
     dev = "cuda" if GPU else "cpu"
     x, y, out = (torch.ones(4096, device=dev) for _ in range(3))
@@ -137,6 +148,11 @@ def eager_launches() -> None:
             "wrap_triton(k)[grid](...) per call",
             lambda: add_kernel[(4,)](x, y, out, 4096, BLOCK=1024),
             lambda: wt(add_kernel)[(4,)](x, y, out, 4096, BLOCK=1024),
+        ),
+        (
+            "the same, Python path (no C compiler)",
+            lambda: add_kernel[(4,)](x, y, out, 4096, BLOCK=1024),
+            lambda: python_wrap(add_kernel)[(4,)](x, y, out, 4096, BLOCK=1024),
         ),
         (
             "w[grid](...) wrapper kept",
@@ -393,15 +409,15 @@ def eager_pieces() -> None:
     import timeit
 
     from functional_triton import kernel as launch_path
-    from functional_triton.launch_spec import kernel_key
 
     dev = "cuda" if GPU else "cpu"
     x, y, out = (torch.ones(4096, device=dev) for _ in range(3))
-    grid, keywords = (4,), {"BLOCK": 1024}
+    grid = (4,)
     args: tuple[Any, ...] = (x, y, out, 4096)
     w = ft.wrap_triton(add_kernel)
     bound, raw_bound = w[grid], add_kernel[grid]
     assert isinstance(bound, launch_path._BoundLaunch)
+    native = "native" if launch_path.NATIVE is not None else "Python (no C compiler here)"
 
     def probes() -> Any:
         return launch_path.dispatch_stack_len() or launch_path.functorch_interpreter()
@@ -414,13 +430,16 @@ def eager_pieces() -> None:
             if t is torch.Tensor and v.is_meta:
                 break
 
+    py_w = python_wrap(add_kernel)
+    py_bound = py_w[grid]
     pieces: dict[str, Callable[[], Any]] = {
         "raw k[grid](...)": lambda: add_kernel[grid](x, y, out, 4096, BLOCK=1024),
         "ft wrap_triton(k)[grid](...)": lambda: ft.wrap_triton(add_kernel)[grid](x, y, out, 4096, BLOCK=1024),
+        "the same, Python path": lambda: python_wrap(add_kernel)[grid](x, y, out, 4096, BLOCK=1024),
         "raw k[grid] kept, called": lambda: raw_bound(x, y, out, 4096, BLOCK=1024),
         "ft w[grid] kept, called": lambda: bound(x, y, out, 4096, BLOCK=1024),
+        "the same, Python path ": lambda: py_bound(x, y, out, 4096, BLOCK=1024),
         "k.run(...) itself": lambda: add_kernel.run(x, y, out, 4096, grid=grid, warmup=False, BLOCK=1024),
-        "the launch itself (checks + k.run)": lambda: launch_path._launch_bound(bound, *args, **keywords),
         "wrap_triton(k)": lambda: ft.wrap_triton(add_kernel),
         "kernel_key(k) (object.__hash__)": lambda: kernel_key(add_kernel),
         "id(k) (an audit event)": lambda: id(add_kernel),
@@ -435,7 +454,7 @@ def eager_pieces() -> None:
     add_kernel.run = _no_op_run
     try:
         where = "GPU host" if GPU else "CPU host"
-        print(f"eager launch pieces ({where}, kernels' run a no-op; best of 7, ns, each in a lambda):")
+        print(f"eager launch pieces ({where}, {native} path, kernels' run a no-op; best of 7, ns):")
         for name, fn in pieces.items():
             best = min(timeit.repeat(fn, number=20000, repeat=7)) / 20000
             print(f"  {name:36s} {best * 1e9:8.1f}")

@@ -67,7 +67,7 @@ from torch._dynamo.variables.functions import UserFunctionVariable
 from .descriptors import descriptor_type, is_descriptor, rebuild
 from .hops import triton_kernel_wrapper_mutation
 from .inductor import register as register_inductor_lowering
-from .kernel import TritonKernel, _BoundLaunch, mutation_node, wrap_triton
+from .kernel import TritonKernel, _BoundLaunch, _PyBoundLaunch, mutation_node, wrap_triton
 from .launch_spec import LaunchSpec, bind_arguments, make_launch_spec, trace_grid
 
 log = logging.getLogger(__name__)
@@ -395,14 +395,25 @@ def _wrap_wrap_triton(builder: Any, value: Any) -> Any:
 
 
 def _launch_path_codes() -> list[Any]:
+    """The Python frames an eager launch starts: the Python launch path's, and where ``_launch.c``
+    launches (Note [the native launch path]), the way back into Python and the kernels' ``run``,
+    which it calls from C (a frame Dynamo would otherwise try to compile)."""
     from . import kernel
+    from .launch_spec import _triton_kernel_types
 
-    return [
-        kernel._BoundLaunch.__call__.__code__,
-        kernel.TritonKernel.run.__code__,
-        kernel.TritonKernel.__getitem__.__code__,
+    codes = [
+        kernel._PyBoundLaunch.__call__.__code__,
+        kernel._PyLauncher.run.__code__,
+        kernel._PyLauncher.__getitem__.__code__,
         kernel.wrap_triton.__code__,
     ]
+    if kernel.NATIVE is not None:
+        codes += [kernel._general.__code__, kernel._after_failure.__code__]
+        for cls in _triton_kernel_types():
+            run = getattr(getattr(cls, "run", None), "__code__", None)
+            if run is not None:
+                codes.append(run)
+    return codes
 
 
 def skip_launch_path() -> bool:
@@ -445,6 +456,7 @@ def register() -> bool:
         table: dict[Any, Callable[..., Any]] = VariableBuilder._type_dispatch_impl(trace_numpy)
         table[TritonKernel] = _wrap_kernel
         table[_BoundLaunch] = _wrap_bound
+        table[_PyBoundLaunch] = _wrap_bound
     VariableBuilder._id_dispatch()[id(wrap_triton)] = _wrap_wrap_triton
     _register_descriptor_factory()
     skip_launch_path()

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
+from . import _native
 from ._compat import (
     call_from_kernel,
     dispatch_stack_len,
@@ -151,6 +152,13 @@ def _launch(
     return _launch_traced(kernel, info, grid, args, kwargs, classified=True)
 
 
+def _general(
+    kernel: Any, info: KernelInfo, grid: GridType, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A launch the common case does not take: the native path's way back (Note [the native launch path])."""
+    return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
+
+
 def _after_failure(
     error: Exception,
     kernel: Any,
@@ -214,8 +222,12 @@ def _warmup(
     return None
 
 
-class _BoundLaunch:
-    """``wrap_triton(k)[grid]``: calling it launches (Dynamo handles it by type: dynamo.py)."""
+class _PyBoundLaunch:
+    """``wrap_triton(k)[grid]``: calling it launches (Dynamo handles it by type: dynamo.py).
+
+    The Python launch path; ``_launch.c``'s ``Bound`` is the same where it is built (Note [the
+    native launch path]).
+    """
 
     __slots__ = ("_kernel", "_info", "_grid")
     _kernel: Any
@@ -225,7 +237,8 @@ class _BoundLaunch:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The launch, ``kernel[grid](*args, **kwargs)``: the common eager case inlined, else ``_launch``.
 
-        This runs on every launch (``.run(grid=)`` calls it too). The common case: no dispatch mode,
+        This runs on every launch of the Python path (``.run(grid=)`` calls it too; ``_launch.c``
+        makes the same checks in the same order). The common case: no dispatch mode,
         no functorch transform, a grid of 1 to 3 ints, plain tensors (not meta) and constants, and
         no keyword that the interpreter would drop silently (compiled triton raises on an unknown
         keyword, naming it, before it compiles; ``_after_failure`` then names it as ``_launch``
@@ -273,6 +286,48 @@ class _BoundLaunch:
         return _launch(kernel, info, grid, args, kwargs, classify(args, kwargs))
 
 
+_py_launch_bound = _PyBoundLaunch.__call__
+
+
+class _PyLauncher:
+    """The base of ``TritonKernel`` on the Python launch path: ``[grid]`` and ``run``."""
+
+    __slots__ = ("kernel", "info")
+    kernel: Any
+    info: KernelInfo
+
+    def __getitem__(self, grid: GridType) -> Callable[..., Any]:
+        bound = _new_object(_PyBoundLaunch)  # per launch: no __init__ frame
+        bound._kernel = self.kernel
+        bound._info = self.info
+        bound._grid = grid
+        return bound
+
+    def run(self, *args: Any, grid: GridType | None = None, warmup: Any = False, **kwargs: Any) -> Any:
+        """Launch like ``kernel.run(*args, grid=grid, warmup=False, **kwargs)``.
+
+        ``warmup=True`` compiles without launching, as the raw kernel does (``_warmup``).
+        """
+        if grid is None:
+            raise TypeError(f"{self.info.name}.run() needs a grid: pass grid=(n,) or grid=callable")
+        if warmup:
+            return _warmup(self.kernel, self.info, grid, args, kwargs)
+        bound = _new_object(_PyBoundLaunch)
+        bound._kernel = self.kernel
+        bound._info = self.info
+        bound._grid = grid
+        return _py_launch_bound(bound, *args, **kwargs)
+
+
+# Note [the native launch path] (_native.py): the same two objects in C where they can be built.
+NATIVE: Any = _native.load()
+_wrapper_for: Callable[[Any], Any] | None = None if NATIVE is None else NATIVE.wrapper_for
+if TYPE_CHECKING:  # the Python classes describe both
+    _LauncherBase = _PyLauncher
+    _BoundLaunch = _PyBoundLaunch
+else:
+    _LauncherBase = _PyLauncher if NATIVE is None else NATIVE.Launcher
+    _BoundLaunch = _PyBoundLaunch if NATIVE is None else NATIVE.Bound
 _launch_bound = _BoundLaunch.__call__
 
 
@@ -291,15 +346,17 @@ _launch_bound = _BoundLaunch.__call__
 # kernel and route its launches through PyTorch's own operator instead of this library's.
 
 
-class TritonKernel(KernelWrapper):
-    """A Triton kernel whose launches tracing can see. Made by ``wrap_triton``."""
+class TritonKernel(_LauncherBase, KernelWrapper):
+    """A Triton kernel whose launches tracing can see. Made by ``wrap_triton``.
 
-    __slots__ = ("kernel", "info")
+    ``[grid]`` and ``run(..., grid=)`` come from its base: ``_launch.c``'s ``Launcher``, or
+    ``_PyLauncher`` where that is not built (Note [the native launch path]).
+    """
+
+    __slots__ = ()
     # Note [wrapped kernels as callees]: the markers triton reads (triton 3.6 and 3.9).
     __triton_builtin__ = True
     __triton_aggregate__ = True
-    kernel: Any
-    info: KernelInfo
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
@@ -316,27 +373,9 @@ class TritonKernel(KernelWrapper):
             return call_from_kernel(_generator, self.kernel, args, kwargs)
         return self.kernel(*args, **kwargs)  # the interpreter; outside a kernel, triton's own error
 
-    def __getitem__(self, grid: GridType) -> Callable[..., Any]:
-        bound = _new_object(_BoundLaunch)  # per launch: no __init__ frame
-        bound._kernel = self.kernel
-        bound._info = self.info
-        bound._grid = grid
-        return bound
-
-    def run(self, *args: Any, grid: GridType | None = None, warmup: Any = False, **kwargs: Any) -> Any:
-        """Launch like ``kernel.run(*args, grid=grid, warmup=False, **kwargs)``.
-
-        ``warmup=True`` compiles without launching, as the raw kernel does (``_warmup``).
-        """
-        if grid is None:
-            raise TypeError(f"{self.info.name}.run() needs a grid: pass grid=(n,) or grid=callable")
-        if warmup:
-            return _warmup(self.kernel, self.info, grid, args, kwargs)
-        bound = _new_object(_BoundLaunch)
-        bound._kernel = self.kernel
-        bound._info = self.info
-        bound._grid = grid
-        return _launch_bound(bound, *args, **kwargs)
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        """Copies and pickles are ``wrap_triton(kernel)`` again (the slots are not state)."""
+        return (wrap_triton, (self.kernel,))
 
     def __repr__(self) -> str:
         return f"wrap_triton({self.info.name})"
@@ -373,12 +412,17 @@ def wrap_triton(kernel: Any) -> TritonKernel:
     # wrapper would keep its kernel alive). An entry of ``_infos`` leaves in its kernel's weakref
     # callback, which runs before the kernel's memory (and so its key, Note [kernel keys]) can be
     # reused: an entry found under ``kernel_key(kernel)`` is this kernel's.
-    hit = _infos.get(kernel_key(kernel))
-    if hit is not None:
-        wrapper = _new_object(TritonKernel)
-        wrapper.kernel = kernel
-        wrapper.info = hit[1]
-        return wrapper
+    if _wrapper_for is not None:
+        wrapper = _wrapper_for(kernel)  # the same lookup, in C (Note [the native launch path])
+        if wrapper is not None:
+            return wrapper  # type: ignore[no-any-return]
+    else:
+        hit = _infos.get(kernel_key(kernel))
+        if hit is not None:
+            wrapper = _new_object(TritonKernel)
+            wrapper.kernel = kernel
+            wrapper.info = hit[1]
+            return wrapper
     if isinstance(kernel, TritonKernel):
         return kernel
     if not isinstance(kernel, _triton_kernel_types()):
@@ -391,3 +435,18 @@ def wrap_triton(kernel: Any) -> TritonKernel:
 
 
 __all__ = ["wrap_triton", "TritonKernel"]
+
+
+if NATIVE is not None:
+    NATIVE.configure(
+        _general,
+        _after_failure,
+        _PyLauncher.run,
+        dispatch_stack_len,
+        functorch_interpreter,
+        Tensor,
+        _Parameter,
+        _TRACEABLE_TYPES,
+        _infos,
+        TritonKernel,
+    )

@@ -46,6 +46,7 @@ ORDER = [
     "passes.reinplace",
     "registrations",
     "inductor",
+    "_native",
     "kernel",
     "dynamo",
     "demo",

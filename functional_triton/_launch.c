@@ -1,0 +1,594 @@
+/* The eager launch path's common case in C (Note [the native launch path], _native.py).
+ *
+ * Three objects, as in kernel.py's Python path, which stays the reference and the fallback:
+ *   Launcher  the base of kernel.TritonKernel: `kernel`, `info`; `[grid]` makes a Bound;
+ *             `run(*args, grid=, **kwargs)` launches.
+ *   Bound     `wrap_triton(k)[grid]`: calling it launches.
+ *   wrapper_for(kernel)  wrap_triton's cache hit: a TritonKernel for a described kernel, or None.
+ *
+ * A launch takes the common case only when _BoundLaunch.__call__ (kernel.py) would: a grid of 1 to
+ * 3 ints, no dispatch mode, no functorch transform, ints, plain tensors (not meta) and constants,
+ * and, for an interpreted kernel, only keywords it knows. It then calls exactly
+ * `kernel.run(*args, grid=grid, warmup=False, **kwargs)`, and a failure goes to
+ * `_after_failure` as an exception being handled. Anything else goes to kernel.py's `_launch`
+ * through `general(kernel, info, grid, args, kwargs)`, which checks everything.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#if PY_VERSION_HEX < 0x030B0000
+#error "the native launch path needs Python 3.11 (PyErr_SetHandledException)"
+#endif
+
+/* What configure() hands over from Python. */
+static PyObject *g_general;         /* general(kernel, info, grid, args, kwargs) */
+static PyObject *g_after_failure;   /* _after_failure(error, kernel, info, grid, args, kwargs) */
+static PyObject *g_run_slow;        /* TritonKernel's Python run(self, *args, **kwargs) */
+static PyObject *g_stack_len;       /* torch._C._len_torch_dispatch_stack */
+static PyObject *g_interpreter;     /* torch._C._functorch.peek_interpreter_stack */
+static PyObject *g_tensor;          /* torch.Tensor */
+static PyObject *g_parameter;       /* torch.nn.Parameter */
+static PyObject *g_traceable;       /* (Tensor, SymInt, SymFloat, SymBool) */
+static PyObject *g_infos;           /* launch_spec._infos: object.__hash__(kernel) -> (ref, info) */
+static PyTypeObject *g_wrapper_type; /* kernel.TritonKernel */
+
+static PyObject *s_run, *s_is_meta, *s_interpreted, *s_keyword_names, *s_grid, *s_warmup;
+static PyObject *s_grid_warmup; /* ("grid", "warmup") */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *kernel;
+    PyObject *info;
+} Launcher;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *kernel;
+    PyObject *info;
+    PyObject *grid;
+} Bound;
+
+/* Keyword-name tuples derived from a call site's own (the same tuple object on every call from
+ * that site): a few entries, looked up by identity. */
+#define NAMES_CACHE 8
+typedef struct {
+    PyObject *from[NAMES_CACHE], *to[NAMES_CACHE];
+    int next;
+} NamesCache;
+
+static PyObject *
+cache_get(NamesCache *cache, PyObject *kwnames)
+{
+    for (int i = 0; i < NAMES_CACHE; i++)
+        if (cache->from[i] == kwnames)
+            return Py_NewRef(cache->to[i]);
+    return NULL;
+}
+
+static PyObject *
+cache_put(NamesCache *cache, PyObject *kwnames, PyObject *derived)
+{
+    int i = cache->next;
+    cache->next = (i + 1) % NAMES_CACHE;
+    Py_XSETREF(cache->from[i], Py_NewRef(kwnames));
+    Py_XSETREF(cache->to[i], Py_NewRef(derived));
+    return derived;
+}
+
+static NamesCache with_launch_names, without_grid;
+
+/* kwnames + ("grid", "warmup"): the names of kernel.run's keywords. */
+static PyObject *
+extended_names(PyObject *kwnames)
+{
+    if (kwnames == NULL)
+        return Py_NewRef(s_grid_warmup);
+    PyObject *ext = cache_get(&with_launch_names, kwnames);
+    if (ext != NULL)
+        return ext;
+    if ((ext = PySequence_Concat(kwnames, s_grid_warmup)) == NULL)
+        return NULL;
+    return cache_put(&with_launch_names, kwnames, ext);
+}
+
+/* kwnames without kwnames[at] ("grid"), or NULL (no error set) where nothing is left. */
+static PyObject *
+names_without_grid(PyObject *kwnames, Py_ssize_t at)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+    if (n == 1)
+        return NULL;
+    PyObject *rest = cache_get(&without_grid, kwnames);
+    if (rest != NULL)
+        return rest;
+    if ((rest = PyTuple_New(n - 1)) == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0, j = 0; i < n; i++)
+        if (i != at)
+            PyTuple_SET_ITEM(rest, j++, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
+    return cache_put(&without_grid, kwnames, rest);
+}
+
+/* name == interned, for a keyword name (a str): by identity first, as names from code usually are. */
+static inline int
+same_name(PyObject *name, PyObject *interned)
+{
+    if (name == interned)
+        return 1;
+    return PyUnicode_GET_LENGTH(name) == PyUnicode_GET_LENGTH(interned) && PyUnicode_Compare(name, interned) == 0;
+}
+
+static PyObject *
+raised_exception(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
+/* 1: a value the common case takes; 0: another (the general path decides); -1: error. */
+static int
+plain_value(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyLong_Type)
+        return 1;
+    if (t == (PyTypeObject *)g_tensor || t == (PyTypeObject *)g_parameter) {
+        PyObject *meta = PyObject_GetAttr(v, s_is_meta);
+        if (meta == NULL)
+            return -1;
+        Py_DECREF(meta);
+        return meta == Py_False;
+    }
+    if (t == &PyFloat_Type || t == &PyBool_Type || t == &PyUnicode_Type || v == Py_None)
+        return 1;
+    int traced = PyObject_IsInstance(v, g_traceable);
+    return traced < 0 ? -1 : !traced;
+}
+
+/* 1: the common case; 0: not; -1: error. */
+static int
+common_case(PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (!PyTuple_CheckExact(grid))
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(grid);
+    if (n < 1 || n > 3)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(grid, i)))
+            return 0;
+    PyObject *depth = PyObject_CallNoArgs(g_stack_len);
+    if (depth == NULL)
+        return -1;
+    int active = PyObject_IsTrue(depth);
+    Py_DECREF(depth);
+    if (active)
+        return active < 0 ? -1 : 0;
+    PyObject *interpreter = PyObject_CallNoArgs(g_interpreter);
+    if (interpreter == NULL)
+        return -1;
+    Py_DECREF(interpreter);
+    if (interpreter != Py_None)
+        return 0;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
+        int ok = plain_value(args[i]);
+        if (ok <= 0)
+            return ok;
+    }
+    if (nkw == 0)
+        return 1;
+    PyObject *interpreted = PyObject_GetAttr(info, s_interpreted);
+    if (interpreted == NULL)
+        return -1;
+    int check = PyObject_IsTrue(interpreted);
+    Py_DECREF(interpreted);
+    if (check < 0)
+        return -1;
+    PyObject *known = NULL;
+    if (check && (known = PyObject_GetAttr(info, s_keyword_names)) == NULL)
+        return -1;
+    int result = 1;
+    for (Py_ssize_t i = 0; i < nkw && result == 1; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        /* the launch's own keywords: Python raises on the repeated keyword; let it */
+        if (same_name(name, s_grid) || same_name(name, s_warmup))
+            result = 0;
+        else if (known != NULL) {
+            int has = PySet_Contains(known, name);
+            result = has < 0 ? -1 : has;
+        }
+    }
+    Py_XDECREF(known);
+    return result;
+}
+
+static PyObject *
+packed(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **kwargs)
+{
+    PyObject *tuple = PyTuple_New(nargs);
+    if (tuple == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    *kwargs = PyDict_New();
+    if (*kwargs == NULL) {
+        Py_DECREF(tuple);
+        return NULL;
+    }
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        if (PyDict_SetItem(*kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
+            Py_DECREF(tuple);
+            Py_CLEAR(*kwargs);
+            return NULL;
+        }
+    }
+    return tuple;
+}
+
+/* general(kernel, info, grid, args, kwargs): kernel.py's _launch, which checks everything. */
+static PyObject *
+general(PyObject *kernel, PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
+        PyObject *kwnames)
+{
+    PyObject *kwargs;
+    PyObject *tuple = packed(args, nargs, kwnames, &kwargs);
+    if (tuple == NULL)
+        return NULL;
+    PyObject *result = PyObject_CallFunctionObjArgs(g_general, kernel, info, grid, tuple, kwargs, NULL);
+    Py_DECREF(tuple);
+    Py_DECREF(kwargs);
+    return result;
+}
+
+static PyObject *
+launch(PyObject *kernel, PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
+       PyObject *kwnames)
+{
+    int common = common_case(info, grid, args, nargs, kwnames);
+    if (common < 0)
+        return NULL;
+    if (!common)
+        return general(kernel, info, grid, args, nargs, kwnames);
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Py_ssize_t total = 1 + nargs + nkw + 2;
+    PyObject *small[16];
+    PyObject **stack = total <= 16 ? small : PyMem_Malloc(total * sizeof(PyObject *));
+    if (stack == NULL)
+        return PyErr_NoMemory();
+    PyObject *names = extended_names(kwnames);
+    if (names == NULL) {
+        if (stack != small)
+            PyMem_Free(stack);
+        return NULL;
+    }
+    stack[0] = kernel;
+    memcpy(stack + 1, args, (nargs + nkw) * sizeof(PyObject *));
+    stack[1 + nargs + nkw] = grid;
+    stack[2 + nargs + nkw] = Py_False;
+    /* kernel.run(*args, **kwargs, grid=grid, warmup=False): what kernel[grid](...) runs */
+    PyObject *result = PyObject_VectorcallMethod(s_run, stack, (1 + nargs), names);
+    Py_DECREF(names);
+    if (stack != small)
+        PyMem_Free(stack);
+    if (result != NULL || !PyErr_ExceptionMatches(PyExc_Exception))
+        return result;
+    /* _after_failure(error, ...) while the error is being handled, as in an except block */
+    PyObject *error = raised_exception();
+    PyObject *kwargs;
+    PyObject *tuple = packed(args, nargs, kwnames, &kwargs);
+    if (tuple == NULL) {
+        Py_DECREF(error);
+        return NULL;
+    }
+    PyObject *handled = PyErr_GetHandledException();
+    PyErr_SetHandledException(error);
+    result = PyObject_CallFunctionObjArgs(g_after_failure, error, kernel, info, grid, tuple, kwargs, NULL);
+    PyErr_SetHandledException(handled);
+    Py_XDECREF(handled);
+    Py_DECREF(error);
+    Py_DECREF(tuple);
+    Py_DECREF(kwargs);
+    return result;
+}
+
+/* --- Bound ------------------------------------------------------------------------------- */
+
+static PyObject *
+bound_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Bound *b = (Bound *)self;
+    return launch(b->kernel, b->info, b->grid, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+static int
+bound_traverse(Bound *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->kernel);
+    Py_VISIT(self->info);
+    Py_VISIT(self->grid);
+    return 0;
+}
+
+static int
+bound_clear(Bound *self)
+{
+    Py_CLEAR(self->kernel);
+    Py_CLEAR(self->info);
+    Py_CLEAR(self->grid);
+    return 0;
+}
+
+static void
+bound_dealloc(Bound *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    bound_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef bound_members[] = {
+    {"_kernel", T_OBJECT, offsetof(Bound, kernel), READONLY, NULL},
+    {"_info", T_OBJECT, offsetof(Bound, info), READONLY, NULL},
+    {"_grid", T_OBJECT, offsetof(Bound, grid), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Bound, vectorcall), READONLY, NULL},
+    {NULL},
+};
+
+static PyType_Slot bound_slots[] = {
+    {Py_tp_doc, "wrap_triton(k)[grid]: calling it launches (Dynamo handles it by type: dynamo.py)."},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, bound_members},
+    {Py_tp_traverse, bound_traverse},
+    {Py_tp_clear, bound_clear},
+    {Py_tp_dealloc, bound_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec bound_spec = {
+    .name = "functional_triton.kernel._BoundLaunch",
+    .basicsize = sizeof(Bound),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+             | Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = bound_slots,
+};
+
+static PyTypeObject *BoundType, *LauncherType;
+
+static PyObject *
+new_bound(PyObject *kernel, PyObject *info, PyObject *grid)
+{
+    Bound *b = PyObject_GC_New(Bound, BoundType);
+    if (b == NULL)
+        return NULL;
+    b->vectorcall = bound_vectorcall;
+    b->kernel = Py_NewRef(kernel);
+    b->info = Py_NewRef(info);
+    b->grid = Py_NewRef(grid);
+    PyObject_GC_Track(b);
+    return (PyObject *)b;
+}
+
+/* --- Launcher ---------------------------------------------------------------------------- */
+
+static PyObject *
+launcher_subscript(Launcher *self, PyObject *grid)
+{
+    if (self->kernel == NULL || self->info == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "kernel");
+        return NULL;
+    }
+    return new_bound(self->kernel, self->info, grid);
+}
+
+/* run(*args, grid=None, warmup=False, **kwargs): the common case here, the rest in Python. */
+static PyObject *
+launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Py_ssize_t at = -1;
+    int simple = self->kernel != NULL && self->info != NULL && nargs + nkw <= 64;
+    for (Py_ssize_t i = 0; i < nkw && simple; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (same_name(name, s_grid))
+            at = i;
+        else if (same_name(name, s_warmup))
+            simple = 0; /* warmup= in any form: Python's run decides */
+    }
+    if (!simple || at < 0 || args[nargs + at] == Py_None) {
+        /* no grid (or grid=None), warmup= given, or very many arguments: the Python run */
+        PyObject *small[16];
+        Py_ssize_t total = 1 + nargs + nkw;
+        PyObject **stack = total <= 16 ? small : PyMem_Malloc(total * sizeof(PyObject *));
+        if (stack == NULL)
+            return PyErr_NoMemory();
+        stack[0] = (PyObject *)self;
+        memcpy(stack + 1, args, (nargs + nkw) * sizeof(PyObject *));
+        PyObject *result = PyObject_Vectorcall(g_run_slow, stack, 1 + nargs, kwnames);
+        if (stack != small)
+            PyMem_Free(stack);
+        return result;
+    }
+    /* the launch without grid=: its values and names with that keyword left out */
+    PyObject *grid = args[nargs + at];
+    PyObject *rest = names_without_grid(kwnames, at);
+    if (rest == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *values[64];
+    memcpy(values, args, (nargs + at) * sizeof(PyObject *));
+    memcpy(values + nargs + at, args + nargs + at + 1, (nkw - at - 1) * sizeof(PyObject *));
+    PyObject *result = launch(self->kernel, self->info, grid, values, nargs, rest);
+    Py_XDECREF(rest);
+    return result;
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))launcher_run, METH_FASTCALL | METH_KEYWORDS,
+     "run(*args, grid, warmup=False, **kwargs): launch like kernel.run(*args, grid=grid, "
+     "warmup=False, **kwargs).\n\nwarmup=True compiles without launching, as the raw kernel does."},
+    {NULL},
+};
+
+static PyMemberDef launcher_members[] = {
+    {"kernel", T_OBJECT_EX, offsetof(Launcher, kernel), 0, "the wrapped Triton kernel"},
+    {"info", T_OBJECT_EX, offsetof(Launcher, info), 0, "its KernelInfo"},
+    {NULL},
+};
+
+static int
+launcher_traverse(Launcher *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->kernel);
+    Py_VISIT(self->info);
+    return 0;
+}
+
+static int
+launcher_clear(Launcher *self)
+{
+    Py_CLEAR(self->kernel);
+    Py_CLEAR(self->info);
+    return 0;
+}
+
+static void
+launcher_dealloc(Launcher *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    launcher_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot launcher_slots[] = {
+    {Py_tp_doc, "The base of TritonKernel: the launch path's common case in C."},
+    {Py_mp_subscript, launcher_subscript},
+    {Py_tp_methods, launcher_methods},
+    {Py_tp_members, launcher_members},
+    {Py_tp_traverse, launcher_traverse},
+    {Py_tp_clear, launcher_clear},
+    {Py_tp_dealloc, launcher_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec launcher_spec = {
+    .name = "functional_triton.kernel.Launcher",
+    .basicsize = sizeof(Launcher),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+    .slots = launcher_slots,
+};
+
+/* --- module functions -------------------------------------------------------------------- */
+
+/* wrapper_for(kernel): a new TritonKernel for a kernel described before, else None. */
+static PyObject *
+wrapper_for(PyObject *module, PyObject *kernel)
+{
+    if (g_infos == NULL || g_wrapper_type == NULL)
+        Py_RETURN_NONE;
+    Py_hash_t hash = PyBaseObject_Type.tp_hash(kernel); /* object.__hash__ (Note [kernel keys]) */
+    PyObject *key = PyLong_FromSsize_t(hash);
+    if (key == NULL)
+        return NULL;
+    PyObject *hit = PyDict_GetItemWithError(g_infos, key); /* borrowed */
+    Py_DECREF(key);
+    if (hit == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2)
+        Py_RETURN_NONE;
+    PyObject *info = Py_NewRef(PyTuple_GET_ITEM(hit, 1));
+    Launcher *w = (Launcher *)g_wrapper_type->tp_alloc(g_wrapper_type, 0);
+    if (w == NULL) {
+        Py_DECREF(info);
+        return NULL;
+    }
+    w->kernel = Py_NewRef(kernel);
+    w->info = info;
+    return (PyObject *)w;
+}
+
+static PyObject *
+configure(PyObject *module, PyObject *args)
+{
+    PyObject *general_fn, *after, *run_slow, *stack_len, *interp, *tensor, *param, *traceable, *infos,
+        *wtype;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &general_fn, &after, &run_slow, &stack_len, &interp,
+                          &tensor, &param, &traceable, &infos, &wtype))
+        return NULL;
+    if (!PyType_Check(tensor) || !PyType_Check(param) || !PyType_Check(wtype) || !PyDict_CheckExact(infos)
+        || !PyType_IsSubtype((PyTypeObject *)wtype, LauncherType)) {
+        PyErr_SetString(PyExc_TypeError, "configure(): unexpected argument types");
+        return NULL;
+    }
+    Py_XSETREF(g_general, Py_NewRef(general_fn));
+    Py_XSETREF(g_after_failure, Py_NewRef(after));
+    Py_XSETREF(g_run_slow, Py_NewRef(run_slow));
+    Py_XSETREF(g_stack_len, Py_NewRef(stack_len));
+    Py_XSETREF(g_interpreter, Py_NewRef(interp));
+    Py_XSETREF(g_tensor, Py_NewRef(tensor));
+    Py_XSETREF(g_parameter, Py_NewRef(param));
+    Py_XSETREF(g_traceable, Py_NewRef(traceable));
+    Py_XSETREF(g_infos, Py_NewRef(infos));
+    Py_XSETREF(g_wrapper_type, (PyTypeObject *)Py_NewRef(wtype));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"wrapper_for", wrapper_for, METH_O, "A new TritonKernel for a kernel described before, else None."},
+    {"configure", configure, METH_VARARGS, "Hand over the Python side of the launch path."},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, .m_name = "_ft_launch", .m_size = -1, .m_methods = module_methods,
+};
+
+#define INTERN(var, text)                                 \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) \
+        return NULL;
+
+PyMODINIT_FUNC
+PyInit__ft_launch(void)
+{
+    INTERN(s_run, "run");
+    INTERN(s_is_meta, "is_meta");
+    INTERN(s_interpreted, "interpreted");
+    INTERN(s_keyword_names, "keyword_names");
+    INTERN(s_grid, "grid");
+    INTERN(s_warmup, "warmup");
+    if ((s_grid_warmup = PyTuple_Pack(2, s_grid, s_warmup)) == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    BoundType = (PyTypeObject *)PyType_FromSpec(&bound_spec);
+    LauncherType = (PyTypeObject *)PyType_FromSpec(&launcher_spec);
+    if (BoundType == NULL || LauncherType == NULL
+        || PyModule_AddObjectRef(m, "Bound", (PyObject *)BoundType) < 0
+        || PyModule_AddObjectRef(m, "Launcher", (PyObject *)LauncherType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
