@@ -20,7 +20,8 @@ skips the 1000-launch trace; ``--profile`` prints cProfile's top functions for e
 ``--pieces`` prints only where an eager launch's host time goes (``timeit`` of its pieces, every
 kernel's ``run`` a no-op on both sides, on the GPU too); ``--one`` only the one-launch graphs, three
 times, synchronised and queued, each program also followed by 20 us of host work before the
-synchronisation (which leaves the device idle by then: what remains is the host's).
+synchronisation (which leaves the device idle by then: what remains is the host's); ``--eager``
+only the eager launches.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ GPU = "--gpu" in sys.argv
 PROFILE = "--profile" in sys.argv
 PIECES = "--pieces" in sys.argv
 ONE = "--one" in sys.argv
+EAGER = "--eager" in sys.argv
 if not GPU and os.path.basename(sys.argv[0]).startswith("bench_"):  # imported: see bench_graphs.py
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -477,6 +479,8 @@ def main() -> None:
         one_launch()
         return
     eager_launches()
+    if EAGER:
+        return
     replayed_graphs()
     tracing_cost((10, 100) if "--quick" in sys.argv else (10, 100, 1000))
 

@@ -32,6 +32,7 @@ static PyObject *g_parameter;       /* torch.nn.Parameter */
 static PyObject *g_traceable;       /* (Tensor, SymInt, SymFloat, SymBool) */
 static PyObject *g_infos;           /* launch_spec._infos: object.__hash__(kernel) -> (ref, info) */
 static PyTypeObject *g_wrapper_type; /* kernel.TritonKernel */
+static PyObject *g_is_meta;         /* TensorBase.is_meta, a getset descriptor, or NULL */
 
 static PyObject *s_run, *s_is_meta, *s_interpreted, *s_keyword_names, *s_grid, *s_warmup;
 static PyObject *s_grid_warmup; /* ("grid", "warmup") */
@@ -145,7 +146,8 @@ plain_value(PyObject *v)
     if (t == &PyLong_Type)
         return 1;
     if (t == (PyTypeObject *)g_tensor || t == (PyTypeObject *)g_parameter) {
-        PyObject *meta = PyObject_GetAttr(v, s_is_meta);
+        PyObject *meta = g_is_meta != NULL ? Py_TYPE(g_is_meta)->tp_descr_get(g_is_meta, v, (PyObject *)t)
+                                           : PyObject_GetAttr(v, s_is_meta);
         if (meta == NULL)
             return -1;
         Py_DECREF(meta);
@@ -551,6 +553,14 @@ configure(PyObject *module, PyObject *args)
     Py_XSETREF(g_traceable, Py_NewRef(traceable));
     Py_XSETREF(g_infos, Py_NewRef(infos));
     Py_XSETREF(g_wrapper_type, (PyTypeObject *)Py_NewRef(wtype));
+    /* `is_meta` read through its descriptor where Tensor and Parameter share one getset
+     * descriptor (TensorBase's): what attribute lookup would find, without the lookup. */
+    Py_CLEAR(g_is_meta);
+    PyObject *on_tensor = _PyType_Lookup((PyTypeObject *)tensor, s_is_meta);
+    PyObject *on_param = _PyType_Lookup((PyTypeObject *)param, s_is_meta);
+    if (on_tensor != NULL && on_tensor == on_param && Py_TYPE(on_tensor)->tp_descr_get != NULL
+        && Py_TYPE(on_tensor)->tp_descr_set != NULL)
+        g_is_meta = Py_NewRef(on_tensor);
     Py_RETURN_NONE;
 }
 

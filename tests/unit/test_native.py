@@ -12,6 +12,7 @@ import copy
 import functools
 import gc
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -28,6 +29,7 @@ import functional_triton as ft
 from functional_triton import _native
 from functional_triton import kernel as launch_path
 from functional_triton.launch_spec import kernel_info
+from functional_triton.side_table import kernel_side_table
 from tests import kernels as K
 from tests.unit.test_fuzz_launches import DOCUMENTED, build, launches
 
@@ -134,10 +136,20 @@ def test_traced_launches_record_the_same_graph(mode: Literal["real", "fake", "sy
 
         return f
 
+    def described(gm: torch.fx.GraphModule) -> str:
+        """The graph's code with each side-table index pair replaced by what it holds."""
+
+        def entry(m: re.Match[str]) -> str:
+            kernel, grid_fn = kernel_side_table.get_kernel(int(m.group(1)))
+            return f"{kernel!r}, {grid_fn!r}, {kernel_side_table.get_constants(int(m.group(2)))!r}"
+
+        return re.sub(r"kernel_idx = (\d+), constant_args_idx = (\d+)", entry, gm.code)
+
     x, y = torch.randn(8), torch.randn(8)
-    graphs = [make_fx(program(wrap), tracing_mode=mode)(x, y).code for wrap in (ft.wrap_triton, python_path)]
+    gms = [make_fx(program(wrap), tracing_mode=mode)(x, y) for wrap in (ft.wrap_triton, python_path)]
+    graphs = [described(gm) for gm in gms]
     assert graphs[0] == graphs[1]
-    assert "triton_kernel_wrapper_mutation" in graphs[0]
+    assert graphs[0].count("higher_order.ft_triton_kernel_wrapper_mutation(") == 2
 
 
 @needs_native
@@ -153,6 +165,22 @@ def test_under_functionalize_the_launch_is_traced_as_through_the_python_path() -
         a = x.clone()
         out = torch.func.functionalize(lambda t, wrap=wrap: f(wrap, t))(a)
         assert torch.equal(a, expected) and torch.equal(out, expected * 2)
+
+
+@needs_native
+@pytest.mark.parametrize("meta", [False, True])
+def test_parameters_launch_and_meta_parameters_are_refused_as_through_the_python_path(meta: bool) -> None:
+    """``is_meta`` is read through TensorBase's descriptor for Tensor and Parameter alike."""
+    outcomes = []
+    base = torch.empty(8, device="meta") if meta else torch.randn(8)
+    for wrap in (ft.wrap_triton, python_path):
+        x = torch.nn.Parameter(base.clone(), requires_grad=False)
+        outcomes.append((_outcome(lambda x=x, wrap=wrap: wrap(K.add_one_inplace)[(1,)](x, 8, BLOCK=8)), x))
+    (native, x_native), (python, x_python) = outcomes
+    assert native == python
+    assert native[0] == ("error" if meta else "ok")
+    if not meta:
+        assert torch.equal(x_native, x_python)
 
 
 def _counts(objects: list[Any]) -> list[int]:
