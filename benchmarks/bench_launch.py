@@ -442,6 +442,10 @@ def eager_pieces() -> None:
         "ft w[grid] kept, called": lambda: bound(x, y, out, 4096, BLOCK=1024),
         "the same, Python path ": lambda: py_bound(x, y, out, 4096, BLOCK=1024),
         "k.run(...) itself": lambda: add_kernel.run(x, y, out, 4096, grid=grid, warmup=False, BLOCK=1024),
+        "ft w.run(..., grid=) kept": lambda: w.run(x, y, out, 4096, grid=grid, BLOCK=1024),
+        "ft wrap_triton(k).run(..., grid=)": lambda: ft.wrap_triton(add_kernel).run(
+            x, y, out, 4096, grid=grid, BLOCK=1024
+        ),
         "wrap_triton(k)": lambda: ft.wrap_triton(add_kernel),
         "kernel_key(k) (object.__hash__)": lambda: kernel_key(add_kernel),
         "id(k) (an audit event)": lambda: id(add_kernel),
