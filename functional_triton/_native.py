@@ -83,6 +83,7 @@ def _build(cc: str, target: Path, flags: list[str]) -> None:
             check=True,
             capture_output=True,
             text=True,
+            timeout=120,
         )
         os.replace(partial, target)  # atomic: a concurrent build writes the same bytes
 
@@ -117,7 +118,7 @@ def load() -> ModuleType | None:
     except subprocess.CalledProcessError as e:
         log.debug("the Python launch path: building %s failed:\n%s", _SOURCE, e.stderr)
         return None
-    except (OSError, ImportError) as e:
+    except (OSError, ImportError, subprocess.TimeoutExpired) as e:
         log.debug("the Python launch path: %s", e)
         return None
     return module
