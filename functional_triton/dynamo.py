@@ -395,9 +395,10 @@ def _wrap_wrap_triton(builder: Any, value: Any) -> Any:
 
 
 def _launch_path_codes() -> list[Any]:
-    """The Python frames an eager launch starts: the Python launch path's, and where ``_launch.c``
-    launches (Note [the native launch path]), the way back into Python and the kernels' ``run``,
-    which it calls from C (a frame Dynamo would otherwise try to compile)."""
+    """The Python frames an eager launch starts: the Python launch path's, the native path's way
+    back into Python, and the Triton kernels' own ``run``, which ``_launch.c`` calls from C (Note
+    [the native launch path]): a frame Dynamo would otherwise try to compile, tracing into Triton.
+    The last holds for raw launches too, whichever path is built (README, torch.compile)."""
     from . import kernel
     from .launch_spec import _triton_kernel_types
 
@@ -406,13 +407,13 @@ def _launch_path_codes() -> list[Any]:
         kernel._PyLauncher.run.__code__,
         kernel._PyLauncher.__getitem__.__code__,
         kernel.wrap_triton.__code__,
+        kernel._general.__code__,
+        kernel._after_failure.__code__,
     ]
-    if kernel.NATIVE is not None:
-        codes += [kernel._general.__code__, kernel._after_failure.__code__]
-        for cls in _triton_kernel_types():
-            run = getattr(getattr(cls, "run", None), "__code__", None)
-            if run is not None:
-                codes.append(run)
+    for cls in _triton_kernel_types():
+        run = getattr(getattr(cls, "run", None), "__code__", None)
+        if run is not None:
+            codes.append(run)
     return codes
 
 

@@ -198,6 +198,25 @@ def test_bad_launch_under_compile_raises_the_eager_error() -> None:
             torch.compile(prog, backend="eager")(torch.zeros(N))
 
 
+def test_a_raw_launch_under_compile_gives_the_eager_result() -> None:
+    """Importing the library marks Triton kernels' ``run`` as frames Dynamo runs without compiling
+    (the native launch path calls them from C: Note [the native launch path]); a raw launch under
+    torch.compile still gives eager's result (on the interpreter, where Dynamo would otherwise trace
+    into Triton's interpreter and fail, it now runs eagerly after a graph break)."""
+
+    def prog(x):
+        y = x * 2
+        k.add_one_inplace[(1,)](y, N, BLOCK=16)
+        return y + 1
+
+    expected = prog(torch.arange(N, dtype=torch.float32))
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Dynamo's own graph-break warnings, if any
+        actual = torch.compile(prog, backend="aot_eager")(torch.arange(N, dtype=torch.float32))
+    assert torch.equal(actual, expected)
+
+
 def test_uncaptured_launch_runs_eagerly_after_a_graph_break_without_tracing_the_interpreter() -> None:
     def prog(wrap, x, out, y):
         # A grid closing over a tensor, for a kernel whose heuristics feed the meta: not captured.
