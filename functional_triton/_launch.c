@@ -94,20 +94,21 @@ extended_names(PyObject *kwnames)
     return cache_put(&with_launch_names, kwnames, ext);
 }
 
-/* kwnames without kwnames[at] ("grid"), or NULL (no error set) where nothing is left. */
+/* kwnames without kwnames[a] and kwnames[b] (grid= and warmup=; b may be -1), or NULL (no error
+ * set) where nothing is left. The positions follow from the names, so the cache is by identity. */
 static PyObject *
-names_without_grid(PyObject *kwnames, Py_ssize_t at)
+names_without(PyObject *kwnames, Py_ssize_t a, Py_ssize_t b)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
-    if (n == 1)
+    Py_ssize_t n = PyTuple_GET_SIZE(kwnames), left = n - 1 - (b >= 0);
+    if (left == 0)
         return NULL;
     PyObject *rest = cache_get(&without_grid, kwnames);
     if (rest != NULL)
         return rest;
-    if ((rest = PyTuple_New(n - 1)) == NULL)
+    if ((rest = PyTuple_New(left)) == NULL)
         return NULL;
     for (Py_ssize_t i = 0, j = 0; i < n; i++)
-        if (i != at)
+        if (i != a && i != b)
             PyTuple_SET_ITEM(rest, j++, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
     return cache_put(&without_grid, kwnames, rest);
 }
@@ -404,17 +405,19 @@ static PyObject *
 launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    Py_ssize_t at = -1;
+    Py_ssize_t at = -1, wat = -1;
     int simple = self->kernel != NULL && self->info != NULL && nargs + nkw <= 64;
     for (Py_ssize_t i = 0; i < nkw && simple; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
         if (same_name(name, s_grid))
             at = i;
         else if (same_name(name, s_warmup))
-            simple = 0; /* warmup= in any form: Python's run decides */
+            wat = i;
     }
+    if (wat >= 0 && args[nargs + wat] != Py_False)
+        simple = 0; /* warmup= other than False: Python's run evaluates it (`if warmup:`) */
     if (!simple || at < 0 || args[nargs + at] == Py_None) {
-        /* no grid (or grid=None), warmup= given, or very many arguments: the Python run */
+        /* no grid (or grid=None), warmup= other than False, or very many arguments: the Python run */
         PyObject *small[16];
         Py_ssize_t total = 1 + nargs + nkw;
         PyObject **stack = total <= 16 ? small : PyMem_Malloc(total * sizeof(PyObject *));
@@ -427,14 +430,16 @@ launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, PyObject *
             PyMem_Free(stack);
         return result;
     }
-    /* the launch without grid=: its values and names with that keyword left out */
+    /* the launch without grid= (and a false warmup=): its values and names with those left out */
     PyObject *grid = args[nargs + at];
-    PyObject *rest = names_without_grid(kwnames, at);
+    PyObject *rest = names_without(kwnames, at, wat);
     if (rest == NULL && PyErr_Occurred())
         return NULL;
     PyObject *values[64];
-    memcpy(values, args, (nargs + at) * sizeof(PyObject *));
-    memcpy(values + nargs + at, args + nargs + at + 1, (nkw - at - 1) * sizeof(PyObject *));
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        if (i != nargs + at && (wat < 0 || i != nargs + wat))
+            values[n++] = args[i];
     PyObject *result = launch(self->kernel, self->info, grid, values, nargs, rest);
     Py_XDECREF(rest);
     return result;

@@ -103,16 +103,26 @@ def _outcome(run: Any) -> tuple[str, Any]:
 
 @needs_native
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy overflow inside the interpreter
-@given(launches(), st.booleans(), st.integers(min_value=0, max_value=3))
-def test_every_launch_ends_as_through_the_python_path(launch: dict[str, Any], by_run: bool, at: int) -> None:
-    """Malformed launches included (test_fuzz_launches.py's): same tensors, or the same error."""
+@given(
+    launches(),
+    st.booleans(),
+    st.integers(min_value=0, max_value=3),
+    st.sampled_from([None, False, 0, True]),
+)
+def test_every_launch_ends_as_through_the_python_path(
+    launch: dict[str, Any], by_run: bool, at: int, warmup: Any
+) -> None:
+    """Malformed launches included (test_fuzz_launches.py's): same tensors, or the same error.
+    ``.run`` takes grid= at any place among the keywords, and a ``warmup=`` or none."""
     results = []
     for wrap in (ft.wrap_triton, python_path):
         args, kwargs = build(launch)
         wrapper = wrap(K.add_kernel)
-        if by_run:  # grid= among the keywords, at any place
+        if by_run:
             items = list(kwargs.items())
             items.insert(min(at, len(items)), ("grid", launch["grid"]))
+            if warmup is not None:
+                items.insert(min(at // 2, len(items)), ("warmup", warmup))
             call = functools.partial(wrapper.run, *args, **dict(items))
         else:
             call = functools.partial(wrapper[launch["grid"]], *args, **kwargs)
@@ -201,7 +211,8 @@ def test_no_reference_is_gained_or_lost(monkeypatch: pytest.MonkeyPatch) -> None
         wrapper[grid](x, y, out, n, BLOCK=block)  # common case
         wrapper.run(x, y, out, n, grid=grid, BLOCK=block)  # run, grid= first
         wrapper.run(x, y, out, n, BLOCK=block, grid=grid)  # run, grid= last
-        wrapper.run(x, y, out, n, grid=grid, BLOCK=block, warmup=False)  # Python's run
+        wrapper.run(x, y, out, n, warmup=False, grid=grid, BLOCK=block)  # run, warmup=False
+        wrapper.run(x, y, out, n, grid=grid, BLOCK=block, warmup=0)  # Python's run
         wrapper[list(grid)](x, y, out, n, BLOCK=block)  # the general path
         for bad in (
             lambda: wrapper[grid](x, y, meta, n, BLOCK=block),  # refused: meta
