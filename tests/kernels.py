@@ -19,6 +19,15 @@ def add_one_inplace(x_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def add_index_strided(x_ptr, n, stride, BLOCK: tl.constexpr):
+    """x[i * stride] += i + 1 for i < n (one program): honours the view's stride."""
+    i = tl.arange(0, BLOCK)
+    m = i < n
+    p = x_ptr + i * stride
+    tl.store(p, tl.load(p, mask=m) + i + 1, mask=m)
+
+
+@triton.jit
 def scale_inplace_2d(x_ptr, rows, cols, stride_r, stride_c, BLOCK: tl.constexpr):
     """x[r, c] = 2 * x[r, c] + 1 for a strided 2-d view; one program per row."""
     r = tl.program_id(0)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import triton
-import triton.language as tl
 
 import functional_triton as ft
 from tests import kernels as K
@@ -22,17 +20,8 @@ from tests.harness import check_matches_eager
 MODES = ("aot_function", "aot_module", "reinplace", "reinplace_keep", "make_fx")
 
 
-@triton.jit
-def add_one_strided(x_ptr, n, stride, BLOCK: tl.constexpr):
-    """x[i * stride] += i + 1 for i < n (one program)."""
-    i = tl.arange(0, BLOCK)
-    m = i < n
-    p = x_ptr + i * stride
-    tl.store(p, tl.load(p, mask=m) + i + 1, mask=m)
-
-
 def launch(wrap, v):
-    wrap(add_one_strided)[(1,)](v, v.numel(), v.stride(0), BLOCK=8)
+    wrap(K.add_index_strided)[(1,)](v, v.numel(), v.stride(0), BLOCK=8)
 
 
 def arange(n: int = 16, requires_grad: bool = False) -> torch.Tensor:

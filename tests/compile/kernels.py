@@ -3,7 +3,7 @@
 import triton
 import triton.language as tl
 
-from tests.kernels import add_kernel, add_one_inplace  # noqa: F401  (re-exported for the tests)
+from tests.kernels import add_index_strided, add_kernel, add_one_inplace  # noqa: F401  (re-exported)
 from tests.mutation_kernels import autotune_kernel, heuristics_kernel, stacked_kernel  # noqa: F401
 
 
@@ -31,12 +31,3 @@ def times_two_inplace(x_ptr, n, BLOCK: tl.constexpr):
 def grid_of_meta(meta):
     """A module-level grid callable: one program per BLOCK elements of n."""
     return (triton.cdiv(meta["n"], meta["BLOCK"]),)
-
-
-@triton.jit
-def add_index_strided(x_ptr, n, stride, BLOCK: tl.constexpr):
-    """x[i * stride] += i + 1 for i < n (one program): honours the view's stride."""
-    i = tl.arange(0, BLOCK)
-    m = i < n
-    p = x_ptr + i * stride
-    tl.store(p, tl.load(p, mask=m) + i + 1, mask=m)

@@ -417,15 +417,20 @@ def opaque_backward(device: str, monkeypatch: pytest.MonkeyPatch) -> bool:
     monkeypatch.setattr(ft_functionalize, "_warned", type(ft_functionalize._warned)())
     if device != "cpu":
         return True
+    _analysis_answers_unknown_for(K.mul_bwd_opaque, monkeypatch)
+    return False
+
+
+def _analysis_answers_unknown_for(opaque: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mutation analysis answers "unknown" for ``opaque`` only, as for a kernel it cannot read."""
     real = ft_mutation.analyze_writes
 
     def analyze_writes(kernel: object, args: Any) -> ft_mutation.WriteAnalysis:
-        if kernel is K.mul_bwd_opaque:
+        if kernel is opaque:
             return ft_mutation.WriteAnalysis(None, reason="opaque for the test", opaque_side_effects=True)
         return real(kernel, args)
 
     monkeypatch.setattr(ft_mutation, "analyze_writes", analyze_writes)
-    return False
 
 
 def test_opaque_kernel_is_unknown_to_the_analysis() -> None:
@@ -492,14 +497,7 @@ def test_analysis_failure_graphs(
 def opaque_accumulate(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``accumulate``'s writes unknown to the analysis (as a kernel it cannot read is), on any device."""
     monkeypatch.setattr(ft_functionalize, "_warned", type(ft_functionalize._warned)())
-    real = ft_mutation.analyze_writes
-
-    def analyze_writes(kernel: object, args: Any) -> ft_mutation.WriteAnalysis:
-        if kernel is K.accumulate:
-            return ft_mutation.WriteAnalysis(None, reason="opaque for the test", opaque_side_effects=True)
-        return real(kernel, args)
-
-    monkeypatch.setattr(ft_mutation, "analyze_writes", analyze_writes)
+    _analysis_answers_unknown_for(K.accumulate, monkeypatch)
 
 
 @pytest.mark.parametrize("partitioner", PARTITIONERS)
