@@ -328,7 +328,6 @@ if TYPE_CHECKING:  # the Python classes describe both
 else:
     _LauncherBase = _PyLauncher if NATIVE is None else NATIVE.Launcher
     _BoundLaunch = _PyBoundLaunch if NATIVE is None else NATIVE.Bound
-_launch_bound = _BoundLaunch.__call__
 
 
 # Note [wrapped kernels as callees]
