@@ -1,10 +1,13 @@
 /* The eager launch path's common case in C (Note [the native launch path], _native.py).
  *
- * Three objects, as in kernel.py's Python path, which stays the reference and the fallback:
+ * The objects of kernel.py's Python path, which stays the reference and the fallback:
  *   Launcher  the base of kernel.TritonKernel: `kernel`, `info`; `[grid]` makes a Bound;
  *             `run(*args, grid=, **kwargs)` launches.
  *   Bound     `wrap_triton(k)[grid]`: calling it launches.
- *   wrapper_for(kernel)  wrap_triton's cache hit: a TritonKernel for a described kernel, or None.
+ *   wrap_triton(kernel)  the public function: a TritonKernel for a kernel described before
+ *             (wrapper_for, through a cache of recent hits), else kernel._wrap_new(kernel).
+ * The mode probes are read in libtorch where _native.install_probes found them (Note [probes
+ * read in libtorch]), else through torch's Python bindings.
  *
  * A launch takes the common case only when _BoundLaunch.__call__ (kernel.py) would: a grid of 1 to
  * 3 ints, no dispatch mode, no functorch transform, ints, plain tensors (not meta) and constants,
@@ -33,6 +36,15 @@ static PyObject *g_traceable;       /* (Tensor, SymInt, SymFloat, SymBool) */
 static PyObject *g_infos;           /* launch_spec._infos: object.__hash__(kernel) -> (ref, info) */
 static PyTypeObject *g_wrapper_type; /* kernel.TritonKernel */
 static PyObject *g_is_meta;         /* TensorBase.is_meta, a getset descriptor, or NULL */
+
+/* The same two probes read in libtorch itself where _native.install_probes found them and they
+ * answered as the Python ones (Note [probes read in libtorch]), else NULL:
+ * c10::impl::TorchDispatchModeTLS::stack_len() and at::functorch::getDynamicLayerStack(), which
+ * returns a const std::vector<DynamicLayer>& (its first two words: begin and end). */
+typedef int64_t (*stack_len_fn)(void);
+typedef void *const *(*layer_stack_fn)(void);
+static stack_len_fn c_stack_len;
+static layer_stack_fn c_layer_stack;
 
 static PyObject *s_run, *s_is_meta, *s_interpreted, *s_keyword_names, *s_grid, *s_warmup;
 static PyObject *s_grid_warmup; /* ("grid", "warmup") */
@@ -160,6 +172,68 @@ plain_value(PyObject *v)
     return traced < 0 ? -1 : !traced;
 }
 
+/* 1: a dispatch mode or a functorch transform is active; 0: neither; -1: error. */
+static int
+modes_active(void)
+{
+    if (c_stack_len != NULL) {
+        if (c_stack_len() != 0)
+            return 1;
+        void *const *layers = c_layer_stack();
+        return layers[0] != layers[1];
+    }
+    PyObject *depth = PyObject_CallNoArgs(g_stack_len);
+    if (depth == NULL)
+        return -1;
+    int active = PyObject_IsTrue(depth);
+    Py_DECREF(depth);
+    if (active)
+        return active;
+    PyObject *interpreter = PyObject_CallNoArgs(g_interpreter);
+    if (interpreter == NULL)
+        return -1;
+    Py_DECREF(interpreter);
+    return interpreter != Py_None;
+}
+
+/* The keywords an interpreted kernel knows (info.keyword_names), None for a compiled kernel
+ * (info.interpreted false), by the KernelInfo (a frozen dataclass), for the last few: a new
+ * reference, or NULL with an error set. Strong references to the infos, so an address stays
+ * theirs while cached. */
+#define KNOWN_CACHE 16
+static struct {
+    PyObject *info, *known;
+} knowns[KNOWN_CACHE];
+
+static PyObject *
+known_names(PyObject *info)
+{
+    size_t slot = ((uintptr_t)info >> 4) % KNOWN_CACHE;
+    if (knowns[slot].info == info)
+        return Py_NewRef(knowns[slot].known);
+    PyObject *interpreted = PyObject_GetAttr(info, s_interpreted);
+    if (interpreted == NULL)
+        return NULL;
+    int check = PyObject_IsTrue(interpreted);
+    Py_DECREF(interpreted);
+    if (check < 0)
+        return NULL;
+    PyObject *known = check ? PyObject_GetAttr(info, s_keyword_names) : Py_NewRef(Py_None);
+    if (known == NULL)
+        return NULL;
+    if (known != Py_None && !PyAnySet_Check(known)) {
+        Py_DECREF(known);
+        PyErr_SetString(PyExc_TypeError, "KernelInfo.keyword_names is not a set");
+        return NULL;
+    }
+    PyObject *old_info = knowns[slot].info, *old_known = knowns[slot].known;
+    knowns[slot].info = Py_NewRef(info);
+    knowns[slot].known = Py_NewRef(known);
+    Py_XDECREF(old_info); /* last: they may run code */
+    Py_XDECREF(old_known);
+    return known;
+}
+
 /* 1: the common case; 0: not; -1: error. */
 static int
 common_case(PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -172,19 +246,9 @@ common_case(PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t na
     for (Py_ssize_t i = 0; i < n; i++)
         if (!PyLong_CheckExact(PyTuple_GET_ITEM(grid, i)))
             return 0;
-    PyObject *depth = PyObject_CallNoArgs(g_stack_len);
-    if (depth == NULL)
-        return -1;
-    int active = PyObject_IsTrue(depth);
-    Py_DECREF(depth);
+    int active = modes_active();
     if (active)
         return active < 0 ? -1 : 0;
-    PyObject *interpreter = PyObject_CallNoArgs(g_interpreter);
-    if (interpreter == NULL)
-        return -1;
-    Py_DECREF(interpreter);
-    if (interpreter != Py_None)
-        return 0;
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
         int ok = plain_value(args[i]);
@@ -193,16 +257,11 @@ common_case(PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t na
     }
     if (nkw == 0)
         return 1;
-    PyObject *interpreted = PyObject_GetAttr(info, s_interpreted);
-    if (interpreted == NULL)
+    PyObject *known = known_names(info);
+    if (known == NULL)
         return -1;
-    int check = PyObject_IsTrue(interpreted);
-    Py_DECREF(interpreted);
-    if (check < 0)
-        return -1;
-    PyObject *known = NULL;
-    if (check && (known = PyObject_GetAttr(info, s_keyword_names)) == NULL)
-        return -1;
+    if (known == Py_None)
+        Py_CLEAR(known);
     int result = 1;
     for (Py_ssize_t i = 0; i < nkw && result == 1; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
@@ -505,25 +564,67 @@ static PyType_Spec launcher_spec = {
 
 /* --- module functions -------------------------------------------------------------------- */
 
-/* wrapper_for(kernel): a new TritonKernel for a kernel described before, else None. */
-static PyObject *
-wrapper_for(PyObject *module, PyObject *kernel)
+/* Recent hits of _infos by kernel address, each checked by its weakref on use: a tuple whose
+ * weakref leads to this kernel is this kernel's entry (an entry is replaced only after its kernel
+ * died; launch_spec.kernel_info). Strong references to the tuples only, never to a kernel. */
+#define HIT_CACHE 32
+static struct {
+    void *kernel; /* an address, never dereferenced */
+    PyObject *hit;
+} hits[HIT_CACHE];
+
+static int
+hit_is_for(PyObject *hit, PyObject *kernel)
 {
-    if (g_infos == NULL || g_wrapper_type == NULL)
-        Py_RETURN_NONE;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target;
+    if (PyWeakref_GetRef(PyTuple_GET_ITEM(hit, 0), &target) <= 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(target); /* the caller holds kernel */
+    return target == kernel;
+#else
+    return PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(hit, 0)) == kernel;
+#endif
+}
+
+/* The _infos entry of kernel (borrowed), or NULL with or without an error set. */
+static PyObject *
+lookup_hit(PyObject *kernel)
+{
+    size_t slot = ((uintptr_t)kernel >> 4) % HIT_CACHE;
+    PyObject *hit = hits[slot].hit;
+    if (hit != NULL && hits[slot].kernel == (void *)kernel && hit_is_for(hit, kernel))
+        return hit;
     Py_hash_t hash = PyBaseObject_Type.tp_hash(kernel); /* object.__hash__ (Note [kernel keys]) */
     PyObject *key = PyLong_FromSsize_t(hash);
     if (key == NULL)
         return NULL;
-    PyObject *hit = PyDict_GetItemWithError(g_infos, key); /* borrowed */
+    hit = PyDict_GetItemWithError(g_infos, key); /* borrowed */
     Py_DECREF(key);
+    if (hit == NULL || !PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2
+        || !PyWeakref_CheckRef(PyTuple_GET_ITEM(hit, 0)))
+        return NULL;
+    PyObject *old = hits[slot].hit;
+    hits[slot].kernel = (void *)kernel;
+    hits[slot].hit = Py_NewRef(hit);
+    Py_XDECREF(old); /* last: it may run code */
+    return hit;
+}
+
+/* wrapper_for(kernel): a new TritonKernel for a kernel described before, else None. */
+static PyObject *
+wrapper_for(PyObject *Py_UNUSED(module), PyObject *kernel)
+{
+    if (g_infos == NULL || g_wrapper_type == NULL)
+        Py_RETURN_NONE;
+    PyObject *hit = lookup_hit(kernel);
     if (hit == NULL) {
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
     }
-    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2)
-        Py_RETURN_NONE;
     PyObject *info = Py_NewRef(PyTuple_GET_ITEM(hit, 1));
     Launcher *w = (Launcher *)g_wrapper_type->tp_alloc(g_wrapper_type, 0);
     if (w == NULL) {
@@ -535,8 +636,48 @@ wrapper_for(PyObject *module, PyObject *kernel)
     return (PyObject *)w;
 }
 
+/* --- wrap_triton ------------------------------------------------------------------------- */
+
+/* The public wrap_triton where the module is built: wrapper_for's hit, else kernel.py's
+ * _wrap_new(kernel) (the type check and the first description). A function made in C, so the
+ * per-launch `wrap_triton(k)` costs no Python frame; its doc is the Python function's. */
+static PyObject *g_wrap_new;  /* kernel._wrap_new */
+static PyObject *g_wrap_doc;  /* keeps wrap_def.ml_doc's text alive */
+
 static PyObject *
-configure(PyObject *module, PyObject *args)
+wrap_triton(PyObject *Py_UNUSED(unused), PyObject *kernel)
+{
+    PyObject *wrapper = wrapper_for(NULL, kernel);
+    if (wrapper != Py_None)
+        return wrapper;
+    Py_DECREF(wrapper);
+    return PyObject_CallOneArg(g_wrap_new, kernel);
+}
+
+static PyMethodDef wrap_def = {"wrap_triton", wrap_triton, METH_O, NULL};
+
+/* make_wrap_triton(wrap_new, doc, module_name): the function above (made once). */
+static PyObject *
+make_wrap_triton(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *wrap_new, *doc, *module_name;
+    if (!PyArg_ParseTuple(args, "OUU", &wrap_new, &doc, &module_name))
+        return NULL;
+    if (g_wrap_new != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "make_wrap_triton(): made already");
+        return NULL;
+    }
+    const char *text = PyUnicode_AsUTF8(doc);
+    if (text == NULL)
+        return NULL;
+    g_wrap_new = Py_NewRef(wrap_new);
+    g_wrap_doc = Py_NewRef(doc);
+    wrap_def.ml_doc = text;
+    return PyCFunction_NewEx(&wrap_def, NULL, module_name);
+}
+
+static PyObject *
+configure(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *general_fn, *after, *run_slow, *stack_len, *interp, *tensor, *param, *traceable, *infos,
         *wtype;
@@ -569,9 +710,42 @@ configure(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* set_probes(stack_len, layer_stack): the two functions' addresses, or 0, 0 for the Python probes. */
+static PyObject *
+set_probes(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    unsigned long long stack_len, layer_stack;
+    if (!PyArg_ParseTuple(args, "KK", &stack_len, &layer_stack))
+        return NULL;
+    if ((stack_len == 0) != (layer_stack == 0)) {
+        PyErr_SetString(PyExc_ValueError, "set_probes(): both addresses or neither");
+        return NULL;
+    }
+    c_stack_len = (stack_len_fn)(uintptr_t)stack_len;
+    c_layer_stack = (layer_stack_fn)(uintptr_t)layer_stack;
+    Py_RETURN_NONE;
+}
+
+/* probes(): whether a dispatch mode or functorch transform is active, as a launch reads it. */
+static PyObject *
+probes(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
+{
+    if (c_stack_len == NULL && (g_stack_len == NULL || g_interpreter == NULL)) {
+        PyErr_SetString(PyExc_RuntimeError, "probes(): configure() first");
+        return NULL;
+    }
+    int active = modes_active();
+    return active < 0 ? NULL : PyBool_FromLong(active);
+}
+
 static PyMethodDef module_methods[] = {
     {"wrapper_for", wrapper_for, METH_O, "A new TritonKernel for a kernel described before, else None."},
     {"configure", configure, METH_VARARGS, "Hand over the Python side of the launch path."},
+    {"make_wrap_triton", make_wrap_triton, METH_VARARGS,
+     "make_wrap_triton(wrap_new, doc, module_name): the public wrap_triton in C (made once)."},
+    {"set_probes", set_probes, METH_VARARGS,
+     "set_probes(stack_len, layer_stack): read the mode probes in libtorch (0, 0: through Python)."},
+    {"probes", probes, METH_NOARGS, "Whether a dispatch mode or functorch transform is active, as a launch reads it."},
     {NULL},
 };
 

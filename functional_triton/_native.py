@@ -4,8 +4,10 @@ Note [the native launch path]
 An eager launch in Python costs three objects and frames and a loop of checks over its arguments:
 about 1.2 us of host time over the raw ``kernel[grid](...)`` (benchmarks/README.md), against a
 raw launch of about 12 us on a GPU. ``_launch.c`` holds the same common case (the base of
-``TritonKernel``, its ``[grid]`` object and ``run``, and ``wrap_triton``'s cache hit) and makes
-the same checks in the same order; everything else it hands to kernel.py's Python path, which
+``TritonKernel``, its ``[grid]`` object and ``run``, and the public ``wrap_triton``, a C function
+with the Python one's doc that finds a described kernel's entry through a cache of recent hits,
+each checked by its weakref) and makes the same checks in the same order; everything else it
+hands to kernel.py's Python path (``_wrap_new`` for a kernel not described yet), which
 stays the reference: it is used as a whole where the module cannot be built (no C compiler or
 Python headers, Python < 3.11, a free-threaded build) or where ``FUNCTIONAL_TRITON_NATIVE=0``
 asks for it, and the tests run the launch tests both ways (tests/unit/test_native.py).
@@ -17,10 +19,22 @@ The module is compiled with the C compiler Triton itself uses for its launchers 
 the Python build, so an edit or another Python builds again and concurrent builds (pytest-xdist
 workers) never see a partial file. The first import on a machine compiles (~0.5 s); later ones
 load the file. A failed build logs why at debug level and falls back.
+
+Note [probes read in libtorch]
+Every eager launch asks whether a dispatch mode (make_fx, FakeTensorMode, FunctionalTensorMode) or
+a functorch transform (vmap, grad, functionalize) is active: through torch's Python bindings two
+calls of about 50 ns each, a sixth of the wrapper's cost. ``install_probes`` finds the two C++
+functions those bindings call, ``c10::impl::TorchDispatchModeTLS::stack_len()`` and
+``at::functorch::getDynamicLayerStack()``, in torch's own libraries (by their Itanium-mangled names,
+Linux and macOS) and hands their addresses to the module, which calls them directly. They are used
+only after they answered as the Python probes with no mode, under a dispatch mode and under a vmap
+level, checked at import; a torch where a name is missing or an answer differs keeps the Python
+probes (logged at debug).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -31,6 +45,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -122,3 +137,62 @@ def load() -> ModuleType | None:
         log.debug("the Python launch path: %s", e)
         return None
     return module
+
+
+# (library, symbol): the functions behind torch._C._len_torch_dispatch_stack and
+# torch._C._functorch.peek_interpreter_stack (Note [probes read in libtorch]).
+_STACK_LEN = ("c10", "_ZN3c104impl20TorchDispatchModeTLS9stack_lenEv")
+_LAYER_STACK = ("torch_cpu", "_ZN2at9functorch20getDynamicLayerStackEv")
+
+
+def _address(library: str, symbol: str) -> int:
+    import torch
+
+    lib_dir = Path(torch.__file__).parent / "lib"
+    for suffix in (".so", ".dylib"):
+        path = lib_dir / f"lib{library}{suffix}"
+        if path.exists():
+            # RTLD_NOLOAD: the library torch has loaded, never a second copy
+            handle = ctypes.CDLL(str(path), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            address = ctypes.cast(getattr(handle, symbol), ctypes.c_void_p).value
+            if not address:
+                raise OSError(f"{symbol} has no address in {path}")
+            return address
+    raise OSError(f"no lib{library} in {lib_dir}")
+
+
+def probes_agree(native: Callable[[], bool], python: Callable[[], bool]) -> bool:
+    """Whether ``native`` answers as ``python`` with no mode, under a dispatch mode, under a vmap level."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    if python():
+        return False  # imported under a mode: nothing to tell the states apart by
+    answers = [(native(), False)]
+    with _Passthrough():
+        answers.append((native(), python()))
+    torch._C._functorch._vmap_increment_nesting(1, "error")
+    try:
+        answers.append((native(), python()))
+    finally:
+        torch._C._functorch._vmap_decrement_nesting()
+    answers.append((native(), python()))
+    return answers == [(False, False), (True, True), (True, True), (False, False)]
+
+
+def install_probes(module: ModuleType, python: Callable[[], bool]) -> bool:
+    """Have ``module`` read the mode probes in libtorch where they agree with ``python``, else Python's."""
+    try:
+        module.set_probes(_address(*_STACK_LEN), _address(*_LAYER_STACK))
+        if probes_agree(module.probes, python):
+            return True
+        reason = "they answer differently from torch's Python probes"
+    except Exception as e:  # any failure keeps the Python probes, which are always right
+        reason = f"{type(e).__name__}: {e}"
+    module.set_probes(0, 0)
+    log.debug("the launch path reads the mode probes through Python: %s", reason)
+    return False

@@ -67,7 +67,7 @@ from torch._dynamo.variables.functions import UserFunctionVariable
 from .descriptors import descriptor_type, is_descriptor, rebuild
 from .hops import triton_kernel_wrapper_mutation
 from .inductor import register as register_inductor_lowering
-from .kernel import TritonKernel, _BoundLaunch, _PyBoundLaunch, mutation_node, wrap_triton
+from .kernel import TritonKernel, _BoundLaunch, _py_wrap_triton, _PyBoundLaunch, mutation_node, wrap_triton
 from .launch_spec import LaunchSpec, bind_arguments, make_launch_spec, trace_grid
 
 log = logging.getLogger(__name__)
@@ -302,7 +302,7 @@ class WrapTritonVariable(UserFunctionVariable):
     """``functional_triton.wrap_triton`` as Dynamo sees it: a function (hashable, comparable), our call."""
 
     def __init__(self, **kwargs: Any) -> None:
-        fn: Any = wrap_triton
+        fn: Any = _py_wrap_triton  # a Python function, as UserFunctionVariable asks (the same doc and call)
         super().__init__(fn, **kwargs)
 
     # A constant, so that `wrap is ft.wrap_triton` and the like fold away.
@@ -311,6 +311,10 @@ class WrapTritonVariable(UserFunctionVariable):
 
     def as_python_constant(self) -> Any:
         return wrap_triton
+
+    # torch 2.13+ asks types with their own tp_hash (a C function's) for it, as a dict key or set member.
+    def hash_impl(self, tx: Any) -> tuple[int, bool]:
+        return hash(wrap_triton), False
 
     def call_function(self, tx: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         kernel = _python_kernel(tx, args[0]) if len(args) == 1 and not kwargs else None
@@ -406,7 +410,8 @@ def _launch_path_codes() -> list[Any]:
         kernel._PyBoundLaunch.__call__.__code__,
         kernel._PyLauncher.run.__code__,
         kernel._PyLauncher.__getitem__.__code__,
-        kernel.wrap_triton.__code__,
+        kernel._py_wrap_triton.__code__,
+        kernel._wrap_new.__code__,
         kernel._general.__code__,
         kernel._after_failure.__code__,
     ]
@@ -458,7 +463,8 @@ def register() -> bool:
         table[TritonKernel] = _wrap_kernel
         table[_BoundLaunch] = _wrap_bound
         table[_PyBoundLaunch] = _wrap_bound
-    VariableBuilder._id_dispatch()[id(wrap_triton)] = _wrap_wrap_triton
+    VariableBuilder._id_dispatch()[id(wrap_triton)] = _wrap_wrap_triton  # the public one
+    VariableBuilder._id_dispatch()[id(_py_wrap_triton)] = _wrap_wrap_triton  # the same where native
     _register_descriptor_factory()
     skip_launch_path()
     return True

@@ -321,7 +321,6 @@ class _PyLauncher:
 
 # Note [the native launch path] (_native.py): the same two objects in C where they can be built.
 NATIVE: Any = _native.load()
-_wrapper_for: Callable[[Any], Any] | None = None if NATIVE is None else NATIVE.wrapper_for
 if TYPE_CHECKING:  # the Python classes describe both
     _LauncherBase = _PyLauncher
     _BoundLaunch = _PyBoundLaunch
@@ -386,7 +385,7 @@ def _what(obj: object) -> str:
     return f"{kind} '{name}'" if name else kind
 
 
-def wrap_triton(kernel: Any) -> TritonKernel:
+def _py_wrap_triton(kernel: Any) -> TritonKernel:
     """Make a Triton kernel's launches visible to tracing (make_fx, functionalize, AOTAutograd).
 
     Args:
@@ -410,18 +409,19 @@ def wrap_triton(kernel: Any) -> TritonKernel:
     # before passed the type check below; a new wrapper is all it costs (none is cached: a cached
     # wrapper would keep its kernel alive). An entry of ``_infos`` leaves in its kernel's weakref
     # callback, which runs before the kernel's memory (and so its key, Note [kernel keys]) can be
-    # reused: an entry found under ``kernel_key(kernel)`` is this kernel's.
-    if _wrapper_for is not None:
-        wrapper = _wrapper_for(kernel)  # the same lookup, in C (Note [the native launch path])
-        if wrapper is not None:
-            return wrapper  # type: ignore[no-any-return]
-    else:
-        hit = _infos.get(kernel_key(kernel))
-        if hit is not None:
-            wrapper = _new_object(TritonKernel)
-            wrapper.kernel = kernel
-            wrapper.info = hit[1]
-            return wrapper
+    # reused: an entry found under ``kernel_key(kernel)`` is this kernel's. Where the native path
+    # is built, the public wrap_triton is this lookup in C, then ``_wrap_new`` (below).
+    hit = _infos.get(kernel_key(kernel))
+    if hit is not None:
+        wrapper = _new_object(TritonKernel)
+        wrapper.kernel = kernel
+        wrapper.info = hit[1]
+        return wrapper
+    return _wrap_new(kernel)
+
+
+def _wrap_new(kernel: Any) -> TritonKernel:
+    """wrap_triton for a kernel not described before (or a TritonKernel, or not a kernel)."""
     if isinstance(kernel, TritonKernel):
         return kernel
     if not isinstance(kernel, _triton_kernel_types()):
@@ -431,6 +431,18 @@ def wrap_triton(kernel: Any) -> TritonKernel:
             f"kernel, got {_what(kernel)}{hint}"
         )
     return TritonKernel(kernel)
+
+
+# The public wrap_triton: the Python function above, or where the native path is built (Note [the
+# native launch path]) the same in C (the lookup, then _wrap_new) with the same doc. Dynamo knows
+# both (dynamo.py).
+wrap_triton: Callable[[Any], TritonKernel] = (
+    _py_wrap_triton
+    if NATIVE is None
+    else NATIVE.make_wrap_triton(
+        _wrap_new, "wrap_triton(kernel)\n--\n\n" + inspect.cleandoc(_py_wrap_triton.__doc__ or ""), __name__
+    )
+)
 
 
 __all__ = ["wrap_triton", "TritonKernel"]
@@ -449,3 +461,9 @@ if NATIVE is not None:
         _infos,
         TritonKernel,
     )
+    # Note [probes read in libtorch]
+    NATIVE_PROBES = _native.install_probes(
+        NATIVE, lambda: bool(dispatch_stack_len()) or functorch_interpreter() is not None
+    )
+else:
+    NATIVE_PROBES = False

@@ -270,6 +270,164 @@ def test_an_error_raised_while_handling_a_kernel_error_keeps_it_as_its_context()
     assert errors[0][1] is not type(None)
 
 
+def _python_probes() -> bool:
+    return bool(launch_path.dispatch_stack_len()) or launch_path.functorch_interpreter() is not None
+
+
+def _probed_states() -> list[tuple[str, bool, bool]]:
+    """(state, what the launch reads, what torch's Python probes say) in states a launch meets."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    seen: list[tuple[str, bool, bool]] = []
+
+    def note(state: str) -> None:
+        seen.append((state, NATIVE.probes(), _python_probes()))
+
+    def inside(state: str) -> Any:
+        def fn(x: torch.Tensor) -> torch.Tensor:
+            note(state)
+            return x * 2
+
+        return fn
+
+    note("no mode")
+    with Passthrough():
+        note("a dispatch mode")
+        with Passthrough():
+            note("two dispatch modes")
+    note("after the modes")
+    with FakeTensorMode():
+        note("FakeTensorMode")
+    make_fx(inside("make_fx"))(torch.ones(3))
+    make_fx(inside("make_fx, fake"), tracing_mode="fake")(torch.ones(3))
+    torch.vmap(inside("vmap"))(torch.ones(2, 3))
+    torch.func.grad(lambda x: inside("grad")(x).sum())(torch.ones(3))
+    torch.func.functionalize(inside("functionalize"))(torch.ones(3))
+    torch.vmap(torch.vmap(inside("vmap of vmap")))(torch.ones(2, 2, 3))
+    with Passthrough():
+        torch.vmap(inside("vmap under a dispatch mode"))(torch.ones(2, 3))
+    note("after the transforms")
+    return seen
+
+
+@needs_native
+def test_the_probes_read_in_libtorch_answer_as_torch_s_python_probes() -> None:
+    """Note [probes read in libtorch]: in every state, on this thread and another."""
+    if sys.platform.startswith("linux"):
+        # torch's Linux wheels export both functions: a fallback here would be a silent regression
+        assert launch_path.NATIVE_PROBES, "the probes are read through Python on Linux"
+    seen = _probed_states()
+    assert [(state, native) for state, native, _ in seen] == [(state, python) for state, _, python in seen]
+    assert [state for state, native, _ in seen if native] == [
+        "a dispatch mode",
+        "two dispatch modes",
+        "FakeTensorMode",
+        "make_fx",
+        "make_fx, fake",
+        "vmap",
+        "grad",
+        "functionalize",
+        "vmap of vmap",
+        "vmap under a dispatch mode",
+    ]
+    import threading
+
+    on_thread: list[list[tuple[str, bool, bool]]] = []
+    thread = threading.Thread(target=lambda: on_thread.append(_probed_states()))
+    thread.start()
+    thread.join()
+    assert on_thread == [seen]
+
+
+@needs_native
+def test_probes_that_answer_differently_are_not_used() -> None:
+    assert _native.probes_agree(_python_probes, _python_probes)
+    assert not _native.probes_agree(lambda: False, _python_probes)  # blind to modes
+    assert not _native.probes_agree(lambda: True, _python_probes)  # always active
+    assert not _native.probes_agree(lambda: launch_path.dispatch_stack_len() > 0, _python_probes)  # no vmap
+    assert not _native.probes_agree(lambda: launch_path.functorch_interpreter() is not None, _python_probes)
+    try:  # switched off, the module asks Python: the same answers
+        NATIVE.set_probes(0, 0)
+        assert [(s, n) for s, n, _ in _probed_states()] == [(s, p) for s, _, p in _probed_states()]
+    finally:
+        assert _native.install_probes(NATIVE, _python_probes) == launch_path.NATIVE_PROBES
+
+
+@needs_native
+def test_wrap_triton_is_the_c_function_with_the_python_one_s_doc_and_errors() -> None:
+    import inspect
+    import pickle
+
+    assert ft.wrap_triton is not launch_path._py_wrap_triton
+    assert str(inspect.signature(ft.wrap_triton)) == "(kernel)"
+    assert ft.wrap_triton.__doc__ == inspect.cleandoc(launch_path._py_wrap_triton.__doc__ or "")
+    assert pickle.loads(pickle.dumps(ft.wrap_triton)) is ft.wrap_triton
+    wrapper = ft.wrap_triton(K.add_kernel)
+    assert ft.wrap_triton(wrapper) is wrapper
+    for bad in (lambda x: x, 3, None):
+        with pytest.raises(TypeError) as native_error:
+            ft.wrap_triton(bad)
+        with pytest.raises(TypeError) as python_error:
+            launch_path._py_wrap_triton(bad)
+        assert str(native_error.value) == str(python_error.value)
+
+
+def _fresh_kernel(i: int) -> Any:
+    """A new kernel object each call, every third with another signature."""
+    import triton
+    import triton.language as tl
+
+    if i % 3:
+
+        def one(x_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+        return triton.jit(one)
+
+    def two(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    return triton.jit(two)
+
+
+def test_a_kernel_made_where_a_dead_one_was_gets_its_own_description() -> None:
+    """wrap_triton's lookup by address (in C, a cache of recent hits; Note [kernel keys]): kernels
+    made and dropped in a loop reuse addresses; each wrapper must describe its own kernel, and
+    wrapping must not keep a kernel alive."""
+    import weakref
+
+    addresses: set[int] = set()
+    for i in range(60):
+        kernel = _fresh_kernel(i)
+        addresses.add(object.__hash__(kernel))
+        wrapper = ft.wrap_triton(kernel)
+        again = ft.wrap_triton(kernel)  # the hit
+        assert wrapper.info is again.info
+        assert wrapper.info.arg_names == tuple(kernel.arg_names)
+        x = torch.arange(8.0)
+        y, want_y = torch.zeros(8), torch.zeros(8)
+        want_x = x.clone()
+        if len(kernel.arg_names) == 3:
+            again[(1,)](x, 8, BLOCK=8)
+            kernel[(1,)](want_x, 8, BLOCK=8)
+        else:
+            again[(1,)](x, y, 8, BLOCK=8)
+            kernel[(1,)](want_x, want_y, 8, BLOCK=8)
+        assert torch.equal(x, want_x) and torch.equal(y, want_y)
+        ref = weakref.ref(kernel)
+        del kernel, wrapper, again
+        gc.collect()
+        assert ref() is None, "wrapping kept the kernel alive"
+    assert len(addresses) < 60, "no address was reused: the test proves nothing here"
+
+
 def test_copies_of_a_wrapper_wrap_the_same_kernel() -> None:
     wrapper = ft.wrap_triton(K.add_kernel)
     copied = copy.copy(wrapper)
@@ -293,7 +451,7 @@ def test_the_python_path_alone_passes_the_launch_tests() -> None:
     )
     assert check.returncode == 0, check.stderr
     tests = ["tests/unit/test_kernel.py", "tests/unit/test_fuzz_launches.py"]
-    tests.append("tests/unit/test_launch_crashes.py")
+    tests += ["tests/unit/test_launch_crashes.py", "tests/compile/test_dynamo.py"]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", *tests],
         env=env,
