@@ -312,9 +312,17 @@ class WrapTritonVariable(UserFunctionVariable):
     def as_python_constant(self) -> Any:
         return wrap_triton
 
-    # torch 2.13+ asks types with their own tp_hash (a C function's) for it, as a dict key or set member.
+    # The public function (a C function where the native path is built) wherever Dynamo asks for
+    # the object itself: as a dict key or set member (torch 2.11: get_function(); 2.13+: hash_impl,
+    # asked of types with their own tp_hash) and for type(wrap).
+    def get_function(self) -> Any:
+        return wrap_triton
+
     def hash_impl(self, tx: Any) -> tuple[int, bool]:
         return hash(wrap_triton), False
+
+    def python_type(self) -> type:
+        return type(wrap_triton)
 
     def call_function(self, tx: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         kernel = _python_kernel(tx, args[0]) if len(args) == 1 and not kwargs else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 import warnings
 
 import pytest
@@ -259,11 +260,15 @@ def test_host_tensor_descriptors_passed_in() -> None:
 
 
 _BY_WRAP = {ft.wrap_triton: "ft"}
+# a C function where the native launch path is built (Note [the native launch path])
+_WRAP_TRITON_TYPE = types.BuiltinFunctionType if launch_path.NATIVE is not None else types.FunctionType
 
 
 def test_wrap_triton_is_an_ordinary_function_to_dynamo() -> None:
     def prog(wrap, x, y):  # wrap_triton used as a dict key and compared, as user code may
         assert _BY_WRAP.get(wrap, "raw") == ("ft" if wrap is ft.wrap_triton else "raw")
+        assert wrap in _BY_WRAP or wrap is not ft.wrap_triton
+        assert wrap is not ft.wrap_triton or type(wrap) is _WRAP_TRITON_TYPE
         out = torch.empty_like(x)
         wrap(k.add_kernel)[(3,)](x, y, out, N, BLOCK=16)
         return out
