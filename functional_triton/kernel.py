@@ -435,7 +435,8 @@ def _wrap_new(kernel: Any) -> TritonKernel:
 
 # The public wrap_triton: the Python function above, or where the native path is built (Note [the
 # native launch path]) the same in C (the lookup, then _wrap_new) with the same doc. Dynamo knows
-# both (dynamo.py).
+# both (dynamo.py). Either is named wrap_triton (repr, Dynamo's messages, pickling by name).
+_py_wrap_triton.__name__ = _py_wrap_triton.__qualname__ = "wrap_triton"
 wrap_triton: Callable[[Any], TritonKernel] = (
     _py_wrap_triton
     if NATIVE is None

@@ -90,8 +90,15 @@ def test_hops_are_reachable_under_torch_ops_higher_order() -> None:
 
 
 def test_wrap_triton_is_callable_with_docstring() -> None:
+    import inspect
+    import pickle
+
     assert callable(ft.wrap_triton)
     assert ft.wrap_triton.__doc__ and "Raises" in ft.wrap_triton.__doc__
+    # a Python function or, where the native launch path is built, a C one: named alike either way
+    assert (ft.wrap_triton.__name__, ft.wrap_triton.__qualname__) == ("wrap_triton", "wrap_triton")
+    assert list(inspect.signature(ft.wrap_triton).parameters) == ["kernel"]
+    assert pickle.loads(pickle.dumps(ft.wrap_triton)) is ft.wrap_triton
 
 
 def test_reinplace_compiler_is_callable() -> None:
