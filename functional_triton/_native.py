@@ -23,7 +23,7 @@ load the file. A failed build logs why at debug level and falls back.
 Note [probes read in libtorch]
 Every eager launch asks whether a dispatch mode (make_fx, FakeTensorMode, FunctionalTensorMode) or
 a functorch transform (vmap, grad, functionalize) is active: through torch's Python bindings two
-calls of about 50 ns each, a sixth of the wrapper's cost. ``install_probes`` finds the two C++
+calls, ~50 ns together from C (benchmarks/README.md). ``install_probes`` finds the two C++
 functions those bindings call, ``c10::impl::TorchDispatchModeTLS::stack_len()`` and
 ``at::functorch::getDynamicLayerStack()``, in torch's own libraries (by their Itanium-mangled names,
 Linux and macOS) and hands their addresses to the module, which calls them directly. They are used
