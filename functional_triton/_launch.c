@@ -613,18 +613,13 @@ lookup_hit(PyObject *kernel)
     return hit;
 }
 
-/* wrapper_for(kernel): a new TritonKernel for a kernel described before, else None. */
+/* A new TritonKernel for a kernel described before; NULL with no error set where it was not. */
 static PyObject *
-wrapper_for(PyObject *Py_UNUSED(module), PyObject *kernel)
+wrapper_for(PyObject *kernel)
 {
-    if (g_infos == NULL || g_wrapper_type == NULL)
-        Py_RETURN_NONE;
     PyObject *hit = lookup_hit(kernel);
-    if (hit == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
+    if (hit == NULL)
+        return NULL;
     PyObject *info = Py_NewRef(PyTuple_GET_ITEM(hit, 1));
     Launcher *w = (Launcher *)g_wrapper_type->tp_alloc(g_wrapper_type, 0);
     if (w == NULL) {
@@ -647,10 +642,11 @@ static PyObject *g_wrap_doc;  /* keeps wrap_def.ml_doc's text alive */
 static PyObject *
 wrap_triton(PyObject *Py_UNUSED(unused), PyObject *kernel)
 {
-    PyObject *wrapper = wrapper_for(NULL, kernel);
-    if (wrapper != Py_None)
-        return wrapper;
-    Py_DECREF(wrapper);
+    if (g_infos != NULL && g_wrapper_type != NULL) {
+        PyObject *wrapper = wrapper_for(kernel);
+        if (wrapper != NULL || PyErr_Occurred())
+            return wrapper;
+    }
     return PyObject_CallOneArg(g_wrap_new, kernel);
 }
 
@@ -739,7 +735,6 @@ probes(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
 }
 
 static PyMethodDef module_methods[] = {
-    {"wrapper_for", wrapper_for, METH_O, "A new TritonKernel for a kernel described before, else None."},
     {"configure", configure, METH_VARARGS, "Hand over the Python side of the launch path."},
     {"make_wrap_triton", make_wrap_triton, METH_VARARGS,
      "make_wrap_triton(wrap_new, doc, module_name): the public wrap_triton in C (made once)."},

@@ -450,9 +450,13 @@ def test_the_python_path_alone_passes_the_launch_tests() -> None:
         text=True,
     )
     assert check.returncode == 0, check.stderr
-    tests = ["tests/unit/test_kernel.py", "tests/unit/test_fuzz_launches.py"]
-    tests += ["tests/unit/test_launch_crashes.py", "tests/unit/test_public_api.py"]
-    tests.append("tests/compile/test_dynamo.py")
+    tests = [
+        "tests/unit/test_kernel.py",
+        "tests/unit/test_fuzz_launches.py",
+        "tests/unit/test_launch_crashes.py",
+        "tests/unit/test_public_api.py",
+        "tests/compile/test_dynamo.py",
+    ]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", *tests],
         env=env,
