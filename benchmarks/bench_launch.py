@@ -92,10 +92,11 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def side_by_side(
+def samples_side_by_side(
     cases: dict[str, Callable[[], Any]], n: int, rounds: int = 9, each: bool = False
-) -> dict[str, float]:
-    """Median over rounds of the mean seconds per call; the cases interleaved in every round.
+) -> dict[str, list[float]]:
+    """Per round, the mean seconds per call of every case; the cases interleaved in every round, in
+    reverse order every other round (so no case always follows the same one).
 
     ``each``: synchronise after every call (the host's time counts in full), else once per round.
     """
@@ -104,8 +105,9 @@ def side_by_side(
             fn()
     sync()
     samples: dict[str, list[float]] = {name: [] for name in cases}
+    order = list(cases.items())
     for _ in range(rounds):
-        for name, fn in cases.items():
+        for name, fn in order:
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()
@@ -113,7 +115,20 @@ def side_by_side(
                     sync()
             sync()
             samples[name].append((time.perf_counter() - t0) / n)
-    return {name: statistics.median(s) for name, s in samples.items()}
+        order.reverse()
+    return samples
+
+
+def side_by_side(
+    cases: dict[str, Callable[[], Any]], n: int, rounds: int = 9, each: bool = False
+) -> dict[str, float]:
+    """Median over rounds of the mean seconds per call (``samples_side_by_side``)."""
+    return {name: statistics.median(s) for name, s in samples_side_by_side(cases, n, rounds, each).items()}
+
+
+def paired_ratio(a: list[float], b: list[float]) -> float:
+    """Median over rounds of b / a, each round's two figures measured in that round."""
+    return statistics.median(y / x for x, y in zip(a, b))
 
 
 def profile(label: str, fn: Callable[[], Any], calls: int, top: int = 15) -> None:
@@ -169,7 +184,7 @@ def eager_launches() -> None:
         (
             "wrap_triton(k).run(..., grid=)",
             lambda: add_kernel.run(x, y, out, 4096, BLOCK=1024, grid=(4,), warmup=False),
-            lambda: wt(add_kernel).run(x, y, out, 4096, BLOCK=1024, grid=(4,)),
+            lambda: wt(add_kernel).run(x, y, out, 4096, BLOCK=1024, grid=(4,), warmup=False),
         ),
         (
             "autotuned, per call",
@@ -190,21 +205,23 @@ def eager_launches() -> None:
         cases["torch.library.wrap_triton(k)[grid](...)"] = lambda: torch.library.wrap_triton(add_kernel)[
             (4,)
         ](x, y, out, 4096, BLOCK=1024)
-    t = side_by_side(cases, n)
+    samples = samples_side_by_side(cases, n, rounds=15)
+    t = {name: statistics.median(s) for name, s in samples.items()}
     what = "us per launch (queued)" if GPU else "host us per launch, kernels' run a no-op"
-    print(f"eager launch ({what}): raw, ft, ft - raw, ft / raw")
+    print(f"eager launch ({what}, medians of 15 rounds): raw, ft, ft - raw, ft / raw (median of rounds)")
     for name, _, _ in pairs:
         t_raw, t_ft = t["raw " + name], t["ft " + name]
-        print(
-            f"  {name:38s} {t_raw * 1e6:7.2f} {t_ft * 1e6:7.2f} "
-            f"{(t_ft - t_raw) * 1e6:+7.2f}  {t_ft / t_raw:5.2f}x"
-        )
+        ratio = paired_ratio(samples["raw " + name], samples["ft " + name])
+        diff = (t_ft - t_raw) * 1e6
+        print(f"  {name:38s} {t_raw * 1e6:7.2f} {t_ft * 1e6:7.2f} {diff:+7.2f}  {ratio:5.2f}x")
     if GPU:
-        t_raw = t["raw wrap_triton(k)[grid](...) per call"]
+        raw_name = "raw wrap_triton(k)[grid](...) per call"
+        t_raw = t[raw_name]
         t_torch = t["torch.library.wrap_triton(k)[grid](...)"]
+        ratio = paired_ratio(samples[raw_name], samples["torch.library.wrap_triton(k)[grid](...)"])
         print(
             f"  {'torch.library.wrap_triton(k)[grid](...)':38s} {t_raw * 1e6:7.2f} {t_torch * 1e6:7.2f} "
-            f"{(t_torch - t_raw) * 1e6:+7.2f}  {t_torch / t_raw:5.2f}x"
+            f"{(t_torch - t_raw) * 1e6:+7.2f}  {ratio:5.2f}x"
         )
     else:
         print("  torch.library.wrap_triton: returns the raw kernel under the interpreter (GPU only)")

@@ -234,9 +234,10 @@ known_names(PyObject *info)
     return known;
 }
 
-/* 1: the common case; 0: not; -1: error. */
+/* 1: the common case; 0: not; -1: error. The call's keywords are the first nkw of kwnames. */
 static int
-common_case(PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+common_case(PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+            Py_ssize_t nkw)
 {
     if (!PyTuple_CheckExact(grid))
         return 0;
@@ -249,7 +250,6 @@ common_case(PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t na
     int active = modes_active();
     if (active)
         return active < 0 ? -1 : 0;
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
         int ok = plain_value(args[i]);
         if (ok <= 0)
@@ -278,7 +278,7 @@ common_case(PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t na
 }
 
 static PyObject *
-packed(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **kwargs)
+packed(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t nkw, PyObject **kwargs)
 {
     PyObject *tuple = PyTuple_New(nargs);
     if (tuple == NULL)
@@ -290,7 +290,6 @@ packed(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **kw
         Py_DECREF(tuple);
         return NULL;
     }
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nkw; i++) {
         if (PyDict_SetItem(*kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
             Py_DECREF(tuple);
@@ -304,10 +303,10 @@ packed(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **kw
 /* general(kernel, info, grid, args, kwargs): kernel.py's _launch, which checks everything. */
 static PyObject *
 general(PyObject *kernel, PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
-        PyObject *kwnames)
+        PyObject *kwnames, Py_ssize_t nkw)
 {
     PyObject *kwargs;
-    PyObject *tuple = packed(args, nargs, kwnames, &kwargs);
+    PyObject *tuple = packed(args, nargs, kwnames, nkw, &kwargs);
     if (tuple == NULL)
         return NULL;
     PyObject *result = PyObject_CallFunctionObjArgs(g_general, kernel, info, grid, tuple, kwargs, NULL);
@@ -316,22 +315,24 @@ general(PyObject *kernel, PyObject *info, PyObject *grid, PyObject *const *args,
     return result;
 }
 
+/* kernel[grid](*args, **kwargs), the keywords the first nkw names of kwnames. run_names: the
+ * names of kernel.run's keywords (kwnames' first nkw and "grid", "warmup") where the caller has
+ * them (`.run(..., grid=g, warmup=False)`: its own kwnames), else NULL. */
 static PyObject *
 launch(PyObject *kernel, PyObject *info, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
-       PyObject *kwnames)
+       PyObject *kwnames, Py_ssize_t nkw, PyObject *run_names)
 {
-    int common = common_case(info, grid, args, nargs, kwnames);
+    int common = common_case(info, grid, args, nargs, kwnames, nkw);
     if (common < 0)
         return NULL;
     if (!common)
-        return general(kernel, info, grid, args, nargs, kwnames);
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+        return general(kernel, info, grid, args, nargs, kwnames, nkw);
     Py_ssize_t total = 1 + nargs + nkw + 2;
     PyObject *small[16];
     PyObject **stack = total <= 16 ? small : PyMem_Malloc(total * sizeof(PyObject *));
     if (stack == NULL)
         return PyErr_NoMemory();
-    PyObject *names = extended_names(kwnames);
+    PyObject *names = run_names != NULL ? Py_NewRef(run_names) : extended_names(nkw ? kwnames : NULL);
     if (names == NULL) {
         if (stack != small)
             PyMem_Free(stack);
@@ -351,7 +352,7 @@ launch(PyObject *kernel, PyObject *info, PyObject *grid, PyObject *const *args, 
     /* _after_failure(error, ...) while the error is being handled, as in an except block */
     PyObject *error = raised_exception();
     PyObject *kwargs;
-    PyObject *tuple = packed(args, nargs, kwnames, &kwargs);
+    PyObject *tuple = packed(args, nargs, kwnames, nkw, &kwargs);
     if (tuple == NULL) {
         Py_DECREF(error);
         return NULL;
@@ -373,7 +374,8 @@ static PyObject *
 bound_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Bound *b = (Bound *)self;
-    return launch(b->kernel, b->info, b->grid, args, PyVectorcall_NARGS(nargsf), kwnames);
+    return launch(b->kernel, b->info, b->grid, args, PyVectorcall_NARGS(nargsf), kwnames,
+                  kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames), NULL);
 }
 
 static int
@@ -489,8 +491,11 @@ launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, PyObject *
             PyMem_Free(stack);
         return result;
     }
-    /* the launch without grid= (and a false warmup=): its values and names with those left out */
     PyObject *grid = args[nargs + at];
+    if (at == nkw - 2 && wat == nkw - 1)
+        /* `.run(..., grid=g, warmup=False)`, as kernel.run is called: kernel.run's own names */
+        return launch(self->kernel, self->info, grid, args, nargs, kwnames, nkw - 2, kwnames);
+    /* the launch without grid= (and a false warmup=): its values and names with those left out */
     PyObject *rest = names_without(kwnames, at, wat);
     if (rest == NULL && PyErr_Occurred())
         return NULL;
@@ -499,7 +504,8 @@ launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, PyObject *
     for (Py_ssize_t i = 0; i < nargs + nkw; i++)
         if (i != nargs + at && (wat < 0 || i != nargs + wat))
             values[n++] = args[i];
-    PyObject *result = launch(self->kernel, self->info, grid, values, nargs, rest);
+    PyObject *result = launch(self->kernel, self->info, grid, values, nargs, rest,
+                              rest == NULL ? 0 : PyTuple_GET_SIZE(rest), NULL);
     Py_XDECREF(rest);
     return result;
 }

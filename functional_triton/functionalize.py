@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, fx
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.fx.experimental.proxy_tensor import (
     disable_proxy_modes_tracing,
     get_proxy_mode,
@@ -28,6 +29,7 @@ from ._compat import (
     guard_or_false,
     in_backward_pass,
     inner_as_strided_in_view_chain,
+    is_functional_tensor,
     is_view_op,
     known_equal,
     pytree,
@@ -116,7 +118,7 @@ def keep_node_alive(ctx: FunctionalizeContext, outputs: Mapping[str, Tensor]) ->
     """Record an effectful use of a functional node's outputs (Note [keep alive])."""
     values = list(outputs.values())
     if not values:
-        return  # a kernel without tensor arguments: nothing to hang it on
+        return  # no tensor written: a launch without functional tensors never gets here
     mode = getattr(ctx, "mode", None)
     if mode is not None and threads_effect_tokens(mode):  # FunctionalTensorMode: thread a token
         thread_effect_token(mode, KEEP_ALIVE, (ctx.wrap_tensors(values),))
@@ -546,8 +548,14 @@ def _launch_in_place_on_leaf_inputs(
 def mutation_functionalize(ctx: FunctionalizeContext, node: MutationNode) -> None:
     """A mutation call becomes a functional call, and every written original is updated."""
     kwargs = node.kwargs
-    written, exact, keep = analyze(node)
     tensors = {n: v for n, v in kwargs.items() if isinstance(v, Tensor)}
+    if not any(map(_is_functional, tensors.values())):
+        # Note [tensors functionalization does not hold]
+        with ctx.redispatch_to_next():
+            triton_kernel_wrapper_mutation(**node.as_kwargs())
+        return
+    written, exact, keep = analyze(node)
+    _refuse_writes_to_outside_tensors(node, tensors, written)
     # Before unwrapping: that syncs pending writes through aliases, which may re-stride a
     # tensor after the program read its strides (see compute_layouts).
     seen = {n: geometry_of(t) for n, t in tensors.items()}
@@ -575,6 +583,37 @@ def mutation_functionalize(ctx: FunctionalizeContext, node: MutationNode) -> Non
     if keep:
         keep_node_alive(ctx, outputs)
     _commit_writes(ctx, kwargs, unwrapped, outputs, to_clone, seen)
+
+
+def _is_functional(t: Tensor) -> bool:
+    """A tensor functionalization holds: AOTAutograd's FunctionalTensor or torch.func's wrapper."""
+    return isinstance(t, FunctionalTensor) or is_functional_tensor(t)
+
+
+# Note [tensors functionalization does not hold]
+# A traced function can launch a kernel on a tensor it did not receive: a global, a closure's,
+# a module attribute that is no parameter or buffer. Functionalization holds no value for such a
+# tensor, so it cannot give it a new one. Where no argument of the launch is functional, the
+# launch has nothing to do with functionalization and goes on below it unchanged, as an aten
+# operator on such tensors does: under torch.func.functionalize it runs in place, and a tracer
+# below records it (make_fx: a mutation of a constant). Where the launch also takes functional
+# tensors, the kernel's reads see their traced values, and a write to the outside tensor could
+# not be replayed: that raises, naming the argument. Reading an outside tensor is fine (it is a
+# constant of the graph).
+
+
+def _refuse_writes_to_outside_tensors(
+    node: MutationNode, tensors: Mapping[str, Tensor], written: frozenset[str]
+) -> None:
+    for name in written:
+        t = tensors.get(name)
+        if t is not None and not _is_functional(t):
+            raise ValueError(
+                f"argument '{name}' of {node.kernel_name}, which the kernel may write, is a tensor the "
+                "traced function did not receive (a global, a closure's or a module attribute that is "
+                "no parameter or buffer): a traced program cannot write it. Pass it as an input, or "
+                "register it as a buffer (Note [tensors functionalization does not hold])"
+            )
 
 
 def _log_groups(node: FunctionalNode) -> None:

@@ -370,3 +370,23 @@ def test_write_through_as_strided_after_another_view_matches_eager(backend: str)
 
     make = lambda: (torch.arange(16.0), torch.arange(16.0, requires_grad=True))  # noqa: E731
     check_compiled(prog, make, backends=(backend,))
+
+
+OUTSIDE = torch.zeros(N)  # a global the compiled function writes (README, Known limits)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor", "functional_triton"])
+def test_a_global_tensor_written_next_to_inputs_is_lifted_as_an_input(backend: str) -> None:
+    def prog(wrap, x):
+        wrap(k.add_kernel)[(3,)](x, OUTSIDE, OUTSIDE, N, BLOCK=16)  # OUTSIDE += x
+        return x * 2
+
+    def runs(fn):
+        OUTSIDE.copy_(torch.linspace(-1, 1, N))
+        return [(fn(torch.arange(N, dtype=torch.float32) + i), OUTSIDE.clone()) for i in range(2)]
+
+    expected = runs(lambda x: prog(lambda kernel: kernel, x))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: prog(ft.wrap_triton, x), backend=backend, fullgraph=True)
+    for (out, state), (want_out, want_state) in zip(runs(compiled), expected):
+        assert torch.equal(out, want_out) and torch.equal(state, want_state)

@@ -321,3 +321,72 @@ def test_grid_callable_is_checked_while_tracing(mode: str) -> None:
 
     run_in(mode, inplace_with(grid, N, BLOCK=8), x8())
     assert calls and calls[0] == 8
+
+
+# --- tensors the traced function did not receive (Note [tensors functionalization does not hold]) ----
+
+TRACERS: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
+    "aot_function": lambda f: aot_function(f, fw_compiler=nop, bw_compiler=nop),
+    "functionalize": torch.func.functionalize,
+    "make_fx(functionalize)": lambda f: make_fx(torch.func.functionalize(f)),
+    "make_fx(functionalize), fake": lambda f: make_fx(torch.func.functionalize(f), tracing_mode="fake"),
+}
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_write_to_a_tensor_from_outside_next_to_traced_ones_names_it(tracer: str) -> None:
+    outside = torch.zeros(N)
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        ft.wrap_triton(K.add_kernel)[(1,)](x, x, outside, N, BLOCK=8)
+        return x + 0
+
+    with pytest.raises(
+        ValueError, match=r"argument 'out_ptr' of add_kernel, which the kernel may write, is a tensor the "
+    ):
+        TRACERS[tracer](prog)(x8())
+    assert torch.equal(outside, torch.zeros(N)), "refused before the kernel ran"
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_reading_a_tensor_from_outside_is_a_constant(tracer: str) -> None:
+    outside = x8() * 3
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        ft.wrap_triton(K.add_kernel)[(1,)](outside, x, out, N, BLOCK=8)
+        return out
+
+    traced = TRACERS[tracer](prog)
+    expected = torch.empty(N)
+    K.add_kernel[(1,)](outside.clone(), x8(), expected, N, BLOCK=8)
+    result = traced(x8())
+    if isinstance(result, torch.fx.GraphModule):
+        result = result(x8())
+    assert torch.equal(result, expected)
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_a_launch_on_outside_tensors_alone_runs_as_in_eager(tracer: str) -> None:
+    """No functional argument: the launch goes on below functionalization, like an aten operator on
+    such a tensor (in place under functionalize; a mutation of the graph's constant when traced)."""
+    outside = x8()
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        ft.wrap_triton(K.add_one_inplace)[(1,)](outside, N, BLOCK=8)
+        return x + 0
+
+    expected = x8()
+    traced = TRACERS[tracer](prog)
+    result = traced(x8())
+    runs = 1
+    if isinstance(result, torch.fx.GraphModule):  # make_fx: tracing ran it in real mode, not fake
+        runs = 0 if "fake" in tracer else 1
+        result(x8())
+        runs += 1
+    else:
+        traced(x8())
+        runs += 1
+    for _ in range(runs):
+        K.add_one_inplace[(1,)](expected, N, BLOCK=8)
+    assert torch.equal(outside, expected)

@@ -212,6 +212,8 @@ def test_no_reference_is_gained_or_lost(monkeypatch: pytest.MonkeyPatch) -> None
         wrapper.run(x, y, out, n, grid=grid, BLOCK=block)  # run, grid= first
         wrapper.run(x, y, out, n, BLOCK=block, grid=grid)  # run, grid= last
         wrapper.run(x, y, out, n, warmup=False, grid=grid, BLOCK=block)  # run, warmup=False
+        wrapper.run(x, y, out, n, BLOCK=block, grid=grid, warmup=False)  # run as kernel.run is called
+        wrapper.run(x, y, out, n, block, grid=grid, warmup=False)  # the same, no other keyword
         wrapper.run(x, y, out, n, grid=grid, BLOCK=block, warmup=0)  # Python's run
         wrapper[list(grid)](x, y, out, n, BLOCK=block)  # the general path
         for bad in (
@@ -219,6 +221,8 @@ def test_no_reference_is_gained_or_lost(monkeypatch: pytest.MonkeyPatch) -> None
             lambda: wrapper[grid](x, y, out, n, BLOCK=block, FOO=1),  # refused: unknown keyword
             lambda: wrapper[grid](x, y, out, BLOCK=block),  # the kernel fails: missing argument
             lambda: wrapper.run(x, y, out, n, BLOCK=block),  # no grid
+            lambda: wrapper.run(x, y, meta, n, BLOCK=block, grid=grid, warmup=False),  # refused: meta
+            lambda: wrapper.run(x, y, out, BLOCK=block, grid=grid, warmup=False),  # the kernel fails
         ):
             with pytest.raises((TypeError, ValueError)):
                 bad()
