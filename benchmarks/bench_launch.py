@@ -458,9 +458,12 @@ def eager_pieces() -> None:
         "raw k[grid] kept, called": lambda: raw_bound(x, y, out, 4096, BLOCK=1024),
         "ft w[grid] kept, called": lambda: bound(x, y, out, 4096, BLOCK=1024),
         "the same, Python path ": lambda: py_bound(x, y, out, 4096, BLOCK=1024),
-        "k.run(...) itself": lambda: add_kernel.run(x, y, out, 4096, grid=grid, warmup=False, BLOCK=1024),
-        "ft w.run(..., grid=) kept": lambda: w.run(x, y, out, 4096, grid=grid, BLOCK=1024),
-        "ft wrap_triton(k).run(..., grid=)": lambda: ft.wrap_triton(add_kernel).run(
+        "k.run(...) itself": lambda: add_kernel.run(x, y, out, 4096, BLOCK=1024, grid=grid, warmup=False),
+        "ft w.run(...) kept, as k.run": lambda: w.run(x, y, out, 4096, BLOCK=1024, grid=grid, warmup=False),
+        "ft wrap_triton(k).run(...), as k.run": lambda: ft.wrap_triton(add_kernel).run(
+            x, y, out, 4096, BLOCK=1024, grid=grid, warmup=False
+        ),
+        "ft wrap_triton(k).run(..., grid=) first": lambda: ft.wrap_triton(add_kernel).run(
             x, y, out, 4096, grid=grid, BLOCK=1024
         ),
         "wrap_triton(k)": lambda: ft.wrap_triton(add_kernel),
