@@ -466,6 +466,12 @@ def eager_pieces() -> None:
         "ft wrap_triton(k).run(..., grid=) first": lambda: ft.wrap_triton(add_kernel).run(
             x, y, out, 4096, grid=grid, BLOCK=1024
         ),
+        "k.run(...), ints for the pointers": lambda: add_kernel.run(
+            1, 2, 3, 4096, BLOCK=1024, grid=grid, warmup=False
+        ),
+        "ft w.run(...) kept, the same ints": lambda: w.run(
+            1, 2, 3, 4096, BLOCK=1024, grid=grid, warmup=False
+        ),
         "wrap_triton(k)": lambda: ft.wrap_triton(add_kernel),
         "kernel_key(k) (object.__hash__)": lambda: kernel_key(add_kernel),
         "id(k) (an audit event)": lambda: id(add_kernel),
