@@ -93,12 +93,13 @@ def sync() -> None:
 
 
 def samples_side_by_side(
-    cases: dict[str, Callable[[], Any]], n: int, rounds: int = 9, each: bool = False
+    cases: dict[str, Callable[[], Any]], n: int, rounds: int = 9, each: bool = False, host: bool = False
 ) -> dict[str, list[float]]:
     """Per round, the mean seconds per call of every case; the cases interleaved in every round, in
     reverse order every other round (so no case always follows the same one).
 
     ``each``: synchronise after every call (the host's time counts in full), else once per round.
+    ``host``: synchronise after every call but time the calls alone (each starts on an idle device).
     """
     for fn in cases.values():
         for _ in range(max(n // 10, 2)):
@@ -108,6 +109,15 @@ def samples_side_by_side(
     order = list(cases.items())
     for _ in range(rounds):
         for name, fn in order:
+            if host:
+                spent = 0.0
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    fn()
+                    spent += time.perf_counter() - t0
+                    sync()
+                samples[name].append(spent / n)
+                continue
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()
@@ -120,10 +130,11 @@ def samples_side_by_side(
 
 
 def side_by_side(
-    cases: dict[str, Callable[[], Any]], n: int, rounds: int = 9, each: bool = False
+    cases: dict[str, Callable[[], Any]], n: int, rounds: int = 9, each: bool = False, host: bool = False
 ) -> dict[str, float]:
     """Median over rounds of the mean seconds per call (``samples_side_by_side``)."""
-    return {name: statistics.median(s) for name, s in samples_side_by_side(cases, n, rounds, each).items()}
+    samples = samples_side_by_side(cases, n, rounds, each, host)
+    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def paired_ratio(a: list[float], b: list[float]) -> float:
@@ -285,13 +296,14 @@ def replayed_graphs() -> None:
         + ("GPU)" if GPU else "CPU host, kernels' run a no-op)")
     )
     print("  launches  program              raw    ft+rp  aot-empty  aot-aten   excess/launch     net/launch")
-    print(f"  {'':32s}(synchronised){'':23s}sync  queued   sync  queued")
+    print(f"  {'':32s}(synchronised){'':23s}sync  queued   sync  queued    host")
     print("  (synchronised: waits for the device after every call; queued: calls back to back, one wait")
     print("   per round, so with these tiny kernels the time is the host's; aot-aten: empty_like + copy_")
     print("   per launch; excess = (ft+rp - raw - aot-empty) / launches; net: the other ops removed on")
     print("   both sides, ((ft+rp - aot-rest) - (raw - rest)) / launches, rest = the program without its")
     print("   launches, eager and as an aot_function graph; the aot- graphs run as reinplace_compiler runs")
-    print("   its graphs, without its passes)")
+    print("   its graphs, without its passes; host: the calls' own time, synchronised after each call but")
+    print("   not timing the wait, so each call starts on an idle device: issue 16's host time per call)")
     if not GPU:
         print("  (CPU host: nothing runs on a device, so the queued columns repeat the synchronised ones)")
 
@@ -317,14 +329,15 @@ def replayed_graphs() -> None:
             n = 300 if GPU else max(3000 // launches, 20)
             synced = side_by_side(cases, n, each=True)
             queued = side_by_side(cases, n) if GPU else synced  # the CPU host has nothing to queue on
+            hosted = side_by_side(cases, n, host=True) if GPU else synced
             excess, net = [], []
-            for t in (synced, queued):
+            for t in (synced, queued, hosted):
                 excess.append((t["ft+rp"] - t["raw"] - t["aot-empty"]) / launches * 1e6)
                 net.append(((t["ft+rp"] - t["aot-rest"]) - (t["raw"] - t["rest"])) / launches * 1e6)
             cols = " ".join(f"{synced[c] * 1e6:8.1f}" for c in ("raw", "ft+rp", "aot-empty", "aot-aten"))
             print(
                 f"  {launches:8d}  {label:16s} {cols}  {excess[0]:7.2f} {excess[1]:7.2f}"
-                f"  {net[0]:6.2f} {net[1]:7.2f}"
+                f"  {net[0]:6.2f} {net[1]:7.2f} {net[2]:7.2f}"
             )
             if launches == 100 and label == "in place":
                 profile("ft+rp, 100 in-place launches", cases["ft+rp"], 50)
