@@ -555,7 +555,7 @@ def mutation_functionalize(ctx: FunctionalizeContext, node: MutationNode) -> Non
             triton_kernel_wrapper_mutation(**node.as_kwargs())
         return
     written, exact, keep = analyze(node)
-    _refuse_writes_to_outside_tensors(node, tensors, written)
+    _refuse_writes_to_outside_tensors(node, tensors, written, exact)
     # Before unwrapping: that syncs pending writes through aliases, which may re-stride a
     # tensor after the program read its strides (see compute_layouts).
     seen = {n: geometry_of(t) for n, t in tensors.items()}
@@ -603,15 +603,16 @@ def _is_functional(t: Tensor) -> bool:
 
 
 def _refuse_writes_to_outside_tensors(
-    node: MutationNode, tensors: Mapping[str, Tensor], written: frozenset[str]
+    node: MutationNode, tensors: Mapping[str, Tensor], written: frozenset[str], exact: bool
 ) -> None:
     for name in written:
         t = tensors.get(name)
         if t is not None and not _is_functional(t):
+            unsure = "" if exact else " (the analysis could not tell which arguments it writes)"
             raise ValueError(
-                f"argument '{name}' of {node.kernel_name}, which the kernel may write, is a tensor the "
-                "traced function did not receive (a global, a closure's or a module attribute that is "
-                "no parameter or buffer): a traced program cannot write it. Pass it as an input, or "
+                f"argument '{name}' of {node.kernel_name}, which the kernel may write{unsure}, is a tensor "
+                "the traced function did not receive (a global, a closure's or a module attribute that "
+                "is no parameter or buffer): a traced program cannot write it. Pass it as an input, or "
                 "register it as a buffer (Note [tensors functionalization does not hold])"
             )
 

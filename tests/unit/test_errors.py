@@ -21,6 +21,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import functional_triton as ft
 from functional_triton.launch_spec import kernel_info, make_launch_spec
 from tests import kernels as K
+from tests import mutation_kernels as MK
 from tests.helpers import nop
 
 pytestmark = pytest.mark.filterwarnings("ignore::functional_triton.functionalize.AnalysisWarning")
@@ -390,3 +391,19 @@ def test_a_launch_on_outside_tensors_alone_runs_as_in_eager(tracer: str) -> None
     for _ in range(runs):
         K.add_one_inplace[(1,)](expected, N, BLOCK=8)
     assert torch.equal(outside, expected)
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_an_outside_tensor_counted_as_written_where_the_analysis_is_unsure_says_so(tracer: str) -> None:
+    outside = x8()
+
+    def prog(x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        ft.wrap_triton(MK.int_to_ptr_opaque)[(1,)](outside, out, N, BLOCK=8)  # reads outside
+        return out
+
+    with pytest.raises(
+        ValueError, match=r"argument 'x_ptr' of int_to_ptr_opaque, which the kernel may write \(the analysis"
+    ):
+        TRACERS[tracer](prog)(x8())
+    assert torch.equal(outside, x8())
