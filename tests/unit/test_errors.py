@@ -379,14 +379,12 @@ def test_a_launch_on_outside_tensors_alone_runs_as_in_eager(tracer: str) -> None
     expected = x8()
     traced = TRACERS[tracer](prog)
     result = traced(x8())
-    runs = 1
-    if isinstance(result, torch.fx.GraphModule):  # make_fx: tracing ran it in real mode, not fake
-        runs = 0 if "fake" in tracer else 1
+    if isinstance(result, torch.fx.GraphModule):
         result(x8())
-        runs += 1
+        runs = 1 if "fake" in tracer else 2  # make_fx ran it while tracing in real mode, not fake
     else:
         traced(x8())
-        runs += 1
+        runs = 2
     for _ in range(runs):
         K.add_one_inplace[(1,)](expected, N, BLOCK=8)
     assert torch.equal(outside, expected)
