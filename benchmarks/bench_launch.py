@@ -142,6 +142,22 @@ def paired_ratio(a: list[float], b: list[float]) -> float:
     return statistics.median(y / x for x, y in zip(a, b))
 
 
+def ratio_quartiles(a: list[float], b: list[float]) -> str:
+    """The first and third quartiles of the rounds' b / a, as ``[q1, q3]``."""
+    q = statistics.quantiles([y / x for x, y in zip(a, b)], n=4)
+    return f"[{q[0]:.3f}, {q[2]:.3f}]"
+
+
+def _per_round(
+    samples: dict[str, list[float]], launches: int, of: Callable[[dict[str, float]], float]
+) -> float:
+    """Median over rounds of ``of(round's figures)`` in us per launch (all cases measured in each round)."""
+    rounds = len(next(iter(samples.values())))
+    return (
+        statistics.median(of({k: v[i] for k, v in samples.items()}) for i in range(rounds)) / launches * 1e6
+    )
+
+
 def profile(label: str, fn: Callable[[], Any], calls: int, top: int = 15) -> None:
     if not PROFILE:
         return
@@ -219,12 +235,16 @@ def eager_launches() -> None:
     samples = samples_side_by_side(cases, n, rounds=15)
     t = {name: statistics.median(s) for name, s in samples.items()}
     what = "us per launch (queued)" if GPU else "host us per launch, kernels' run a no-op"
-    print(f"eager launch ({what}, medians of 15 rounds): raw, ft, ft - raw, ft / raw (median of rounds)")
+    print(
+        f"eager launch ({what}, medians of 15 rounds): raw, ft, ft - raw, ft / raw (median of the rounds'"
+        " ratios [quartiles])"
+    )
     for name, _, _ in pairs:
         t_raw, t_ft = t["raw " + name], t["ft " + name]
         ratio = paired_ratio(samples["raw " + name], samples["ft " + name])
         diff = (t_ft - t_raw) * 1e6
-        print(f"  {name:38s} {t_raw * 1e6:7.2f} {t_ft * 1e6:7.2f} {diff:+7.2f}  {ratio:5.2f}x")
+        quartiles = ratio_quartiles(samples["raw " + name], samples["ft " + name])
+        print(f"  {name:38s} {t_raw * 1e6:7.2f} {t_ft * 1e6:7.2f} {diff:+7.2f}  {ratio:6.3f}x {quartiles}")
     if GPU:
         raw_name = "raw wrap_triton(k)[grid](...) per call"
         t_raw = t[raw_name]
@@ -232,7 +252,7 @@ def eager_launches() -> None:
         ratio = paired_ratio(samples[raw_name], samples["torch.library.wrap_triton(k)[grid](...)"])
         print(
             f"  {'torch.library.wrap_triton(k)[grid](...)':38s} {t_raw * 1e6:7.2f} {t_torch * 1e6:7.2f} "
-            f"{(t_torch - t_raw) * 1e6:+7.2f}  {ratio:5.2f}x"
+            f"{(t_torch - t_raw) * 1e6:+7.2f}  {ratio:6.3f}x"
         )
     else:
         print("  torch.library.wrap_triton: returns the raw kernel under the interpreter (GPU only)")
@@ -303,7 +323,8 @@ def replayed_graphs() -> None:
     print("   both sides, ((ft+rp - aot-rest) - (raw - rest)) / launches, rest = the program without its")
     print("   launches, eager and as an aot_function graph; the aot- graphs run as reinplace_compiler runs")
     print("   its graphs, without its passes; host: the calls' own time, synchronised after each call but")
-    print("   not timing the wait, so each call starts on an idle device: issue 16's host time per call)")
+    print("   not timing the wait, so each call starts on an idle device: issue 16's host time per call;")
+    print("   raw .. aot-aten: medians over rounds; excess and net: the median of the rounds' own values)")
     if not GPU:
         print("  (CPU host: nothing runs on a device, so the queued columns repeat the synchronised ones)")
 
@@ -326,15 +347,23 @@ def replayed_graphs() -> None:
                 "rest": eager(make(launches, None)),
                 "aot-rest": compiled(make(launches, None), same_runner),
             }
-            n = 300 if GPU else max(3000 // launches, 20)
-            synced = side_by_side(cases, n, each=True)
-            queued = side_by_side(cases, n) if GPU else synced  # the CPU host has nothing to queue on
-            hosted = side_by_side(cases, n, host=True) if GPU else synced
-            excess, net = [], []
-            for t in (synced, queued, hosted):
-                excess.append((t["ft+rp"] - t["raw"] - t["aot-empty"]) / launches * 1e6)
-                net.append(((t["ft+rp"] - t["aot-rest"]) - (t["raw"] - t["rest"])) / launches * 1e6)
-            cols = " ".join(f"{synced[c] * 1e6:8.1f}" for c in ("raw", "ft+rp", "aot-empty", "aot-aten"))
+            n, rounds = (300, 15) if GPU else (max(3000 // launches, 20), 9)
+            synced = samples_side_by_side(cases, n, rounds, each=True)
+            queued = samples_side_by_side(cases, n, rounds) if GPU else synced  # nothing to queue on a CPU
+            hosted = samples_side_by_side(cases, n, rounds, host=True) if GPU else synced
+            # excess and net per round, from that round's figures, then the median over rounds
+            excess = [
+                _per_round(t, launches, lambda r: r["ft+rp"] - r["raw"] - r["aot-empty"])
+                for t in (synced, queued, hosted)
+            ]
+            net = [
+                _per_round(t, launches, lambda r: (r["ft+rp"] - r["aot-rest"]) - (r["raw"] - r["rest"]))
+                for t in (synced, queued, hosted)
+            ]
+            cols = " ".join(
+                f"{statistics.median(synced[c]) * 1e6:8.1f}"
+                for c in ("raw", "ft+rp", "aot-empty", "aot-aten")
+            )
             print(
                 f"  {launches:8d}  {label:16s} {cols}  {excess[0]:7.2f} {excess[1]:7.2f}"
                 f"  {net[0]:6.2f} {net[1]:7.2f} {net[2]:7.2f}"

@@ -313,13 +313,25 @@ class WrapTritonVariable(UserFunctionVariable):
         return wrap_triton
 
     # The public function (a C function where the native path is built) wherever Dynamo asks for
-    # the object itself: as a dict key or set member (torch 2.11: get_function(); 2.13+: hash_impl,
-    # asked of types with their own tp_hash) and for type(wrap).
+    # the object itself: as a dict key or set member (torch 2.11: get_python_hash() and
+    # is_python_equal(); 2.13+: hash_impl, asked of types with their own tp_hash, and
+    # is_python_equal()), for get_function() and for type(wrap). A dict built from Python holds
+    # the key as that object, so its hash and equality must be the object's, not _py_wrap_triton's.
     def get_function(self) -> Any:
         return wrap_triton
 
     def hash_impl(self, tx: Any) -> tuple[int, bool]:
         return hash(wrap_triton), False
+
+    def get_python_hash(self) -> int:
+        return hash(wrap_triton)
+
+    def is_python_equal(self, other: object) -> bool:
+        return (
+            isinstance(other, VariableTracker)
+            and other.is_python_constant()
+            and other.as_python_constant() is wrap_triton
+        )
 
     def python_type(self) -> type:
         return type(wrap_triton)
