@@ -347,7 +347,7 @@ def replayed_graphs() -> None:
                 "rest": eager(make(launches, None)),
                 "aot-rest": compiled(make(launches, None), same_runner),
             }
-            n, rounds = (300, 15) if GPU else (max(3000 // launches, 20), 9)
+            n, rounds = ((300 if launches < 100 else 100), 15) if GPU else (max(3000 // launches, 20), 9)
             synced = samples_side_by_side(cases, n, rounds, each=True)
             queued = samples_side_by_side(cases, n, rounds) if GPU else synced  # nothing to queue on a CPU
             hosted = samples_side_by_side(cases, n, rounds, host=True) if GPU else synced
