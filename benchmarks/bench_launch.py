@@ -410,11 +410,12 @@ def one_launch() -> None:
             ),
         }
         cases.update({name + " +20us": then_20us(fn) for name, fn in list(cases.items())})
-        for each in (True, False):
+        modes = (("synchronised", True, False), ("queued", False, False), ("host", False, True))
+        for mode, each, host in modes if GPU else modes[:1]:
             for _ in range(3):
-                t = side_by_side(cases, 1000 if GPU else 200, each=each)
+                t = side_by_side(cases, 1000 if GPU else 200, each=each, host=host)
                 print(
-                    f"  {label:16s} {'synchronised' if each else 'queued':12s} net {net(t, ''):6.2f}"
+                    f"  {label:16s} {mode:12s} net {net(t, ''):6.2f}"
                     f"  +20us net {net(t, ' +20us'):6.2f}   ft eager - raw "
                     f"{(t['ft eager'] - t['raw']) * 1e6:5.2f}   "
                     + " ".join(f"{k}={v * 1e6:.1f}" for k, v in t.items() if not k.endswith("us"))
