@@ -372,8 +372,29 @@ def replayed_graphs() -> None:
                 profile("ft+rp, 100 in-place launches", cases["ft+rp"], 50)
 
 
+def _captured_runner(rewrite: Callable[[torch.fx.GraphModule], None] | None, into: list[Any]) -> Any:
+    """An AOTAutograd compiler running the graph as ``reinplace_compiler`` does (without its
+    passes where ``rewrite`` is None), keeping the module that runs in ``into``."""
+    from functional_triton.passes.boxed import boxed_freeing_inputs
+
+    def keep(runs: torch.fx.GraphModule) -> None:
+        if rewrite is not None:
+            rewrite(runs)
+        into.append(runs)
+
+    return lambda gm, _: boxed_freeing_inputs(gm, rewrite=keep)
+
+
+def _boxed_call(forward: Callable[[list[Any]], Any], x: torch.Tensor) -> Any:
+    return forward([x])  # a new list per call: the runner clears it
+
+
 def one_launch() -> None:
-    """The one-launch rows of ``replayed_graphs``, repeated, with the eager ft program beside them."""
+    """The one-launch rows of ``replayed_graphs``, repeated, with the eager ft program beside them,
+    and their pieces: each graph run without AOTAutograd's runtime wrapper, and the launch site
+    against the raw ``k.run`` on the same tensors."""
+    from functional_triton.passes.reinplace import _runnable
+
     dev = "cuda" if GPU else "cpu"
     x = torch.zeros(64, device=dev)
 
@@ -391,33 +412,53 @@ def one_launch() -> None:
         ft_rp, aot_rest = t["ft+rp" + suffix], t["aot-rest" + suffix]
         return ((ft_rp - aot_rest) - (t["raw" + suffix] - t["rest" + suffix])) * 1e6
 
-    print("one launch (us per call; net as in the replayed graphs; +20us: 20 us of host work after a call)")
+    print(
+        "one launch (us per call; net as in the replayed graphs; +20us: 20 us of host work after a call;"
+        " graph net: the same with the graphs run without AOTAutograd's wrapper; site - k.run: the"
+        " launch site against the raw k.run on the same tensors)"
+    )
     for label, make in (("in place", _in_place), ("out (empty_like)", _chain)):
+        ft_runs: list[Any] = []
+        rest_runs: list[Any] = []
+        compiled = functools.partial(
+            aot_function(
+                make(1, ft.wrap_triton),
+                fw_compiler=functools.partial(
+                    ft.reinplace_compiler, inner=_captured_runner(_runnable, ft_runs)
+                ),
+                keep_inference_input_mutations=True,
+            ),
+            x,
+        )
+        rest = aot_function(
+            make(1, None), fw_compiler=_captured_runner(None, rest_runs), keep_inference_input_mutations=True
+        )
+        compiled(), rest(x)
+        site = getattr(ft_runs[0], "_ft_launch_site_0")  # noqa: B009 (set by bind_launch_sites)
+        kernel = site.kernel
+        tensors = (x + 0,) if make is _in_place else (x, torch.empty_like(x))
+        args = [*tensors, x.numel()]
         cases: dict[str, Callable[[], Any]] = {
             "raw": functools.partial(make(1, lambda k: k), x),
             "ft eager": functools.partial(make(1, ft.wrap_triton), x),
-            "ft+rp": functools.partial(
-                aot_function(
-                    make(1, ft.wrap_triton),
-                    fw_compiler=ft.reinplace_compiler,
-                    keep_inference_input_mutations=True,
-                ),
-                x,
-            ),
+            "ft+rp": compiled,
             "rest": functools.partial(make(1, None), x),
-            "aot-rest": functools.partial(
-                aot_function(make(1, None), fw_compiler=same_runner, keep_inference_input_mutations=True), x
-            ),
+            "aot-rest": functools.partial(rest, x),
         }
         cases.update({name + " +20us": then_20us(fn) for name, fn in list(cases.items())})
+        cases["ft+rp graph"] = functools.partial(_boxed_call, ft_runs[0].forward, x)
+        cases["aot-rest graph"] = functools.partial(_boxed_call, rest_runs[0].forward, x)
+        cases["site"] = functools.partial(site.launch, *tensors)
+        cases["k.run"] = functools.partial(kernel.run, *args, grid=(1,), warmup=False, BLOCK=64)
         modes = (("synchronised", True, False), ("queued", False, False), ("host", False, True))
         for mode, each, host in modes if GPU else modes[:1]:
             for _ in range(3):
                 t = side_by_side(cases, 1000 if GPU else 200, each=each, host=host)
+                graph_net = ((t["ft+rp graph"] - t["aot-rest graph"]) - (t["raw"] - t["rest"])) * 1e6
                 print(
-                    f"  {label:16s} {mode:12s} net {net(t, ''):6.2f}"
-                    f"  +20us net {net(t, ' +20us'):6.2f}   ft eager - raw "
-                    f"{(t['ft eager'] - t['raw']) * 1e6:5.2f}   "
+                    f"  {label:16s} {mode:12s} net {net(t, ''):6.2f}  +20us net {net(t, ' +20us'):6.2f}"
+                    f"  graph net {graph_net:6.2f}  site - k.run {(t['site'] - t['k.run']) * 1e6:5.2f}"
+                    f"  ft eager - raw {(t['ft eager'] - t['raw']) * 1e6:5.2f}   "
                     + " ".join(f"{k}={v * 1e6:.1f}" for k, v in t.items() if not k.endswith("us"))
                 )
 

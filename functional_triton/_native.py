@@ -49,6 +49,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from ._compat import dispatch_stack_len, functorch_interpreter
+
 log = logging.getLogger(__name__)
 
 ENV_VAR = "FUNCTIONAL_TRITON_NATIVE"
@@ -196,3 +198,18 @@ def install_probes(module: ModuleType, python: Callable[[], bool]) -> bool:
     module.set_probes(0, 0)
     log.debug("the launch path reads the mode probes through Python: %s", reason)
     return False
+
+
+# The compiled module, loaded once (kernel.py configures it and installs its probes).
+NATIVE: ModuleType | None = load()
+
+
+def _python_modes_active() -> bool:
+    return bool(dispatch_stack_len()) or functorch_interpreter() is not None
+
+
+# Whether a dispatch mode or a functorch transform is active, as a launch reads it: one C call
+# where the module is built (read in libtorch where install_probes found the functions), else
+# torch's two bindings. Every in-place launch of a replayed graph reads it (Note [launch sites]);
+# callable once kernel.py has configured the module, which importing the package does.
+modes_active: Callable[[], bool] = _python_modes_active if NATIVE is None else NATIVE.probes

@@ -320,7 +320,7 @@ class _PyLauncher:
 
 
 # Note [the native launch path] (_native.py): the same two objects in C where they can be built.
-NATIVE: Any = _native.load()
+NATIVE: Any = _native.NATIVE
 if TYPE_CHECKING:  # the Python classes describe both
     _LauncherBase = _PyLauncher
     _BoundLaunch = _PyBoundLaunch

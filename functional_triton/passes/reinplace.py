@@ -69,6 +69,7 @@ invalidates the other's decisions.
 
 from __future__ import annotations
 
+import keyword
 import logging
 import operator
 import re
@@ -78,7 +79,8 @@ from typing import Any, cast
 import torch
 from torch import fx
 
-from .._compat import dispatch_stack_len, functorch_interpreter, is_view_op, storage_id, tensor_check
+from .._compat import is_view_op, storage_id, tensor_check
+from .._native import modes_active
 from ..aliasing import ArgLayout, Sharing, check_untraced_aliasing, rebuild_arguments, write_back
 from ..dense import launch_planned, launch_raw
 from ..hops import KEEP_ALIVE, triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation
@@ -145,7 +147,7 @@ def _launched_as_traced(kwargs: Mapping[str, Any], layouts: Mapping[str, Sequenc
     with the traced sizes and strides (exactly), and the traced aliasing. One pass over the
     tensors does what ``classify``, the layout comparison and ``check_untraced_aliasing`` do.
     """
-    if dispatch_stack_len() or functorch_interpreter() is not None:
+    if modes_active():
         return False
     if len(kwargs) != len(layouts) and not is_plain((), kwargs):  # symbols among the arguments
         return False
@@ -219,6 +221,7 @@ class LaunchSite:
         "node",
         "check",
         "compare_storages",
+        "launch",
     )
 
     def __init__(self, plan: Any, node: dict[str, Any]) -> None:
@@ -239,6 +242,8 @@ class LaunchSite:
         self.node = node  # launch_in_place's keywords less the tensors, for every other case
         self.check: Callable[..., bool] | None = None  # Note [launch site checks]
         self.compare_storages = len(self.names) > 1  # bind_launch_sites may know better
+        # launch(t0, t1, ...): the site's launch, a function of its own (Note [site launch code])
+        self.launch: Callable[..., None] = _site_launch(self)
 
     @classmethod
     def of(
@@ -276,26 +281,6 @@ class LaunchSite:
         indices = kwargs["kernel_idx"], kwargs["constant_args_idx"]
         return cls.of(*indices, kwargs["grid"], tuple(tensors), kwargs["layouts"])
 
-    def launch(self, *tensors: Any) -> None:
-        if not dispatch_stack_len() and functorch_interpreter() is None:
-            check = self.check
-            if ((check is not None and check(*tensors)) or self.plain(tensors)) and (
-                not self.compare_storages or self.shared_as_traced(tensors)
-            ):
-                tail = self.tail
-                if tail is not None:
-                    args: Sequence[Any] = tensors + tail
-                else:
-                    args = list(self.positional)
-                    for i, t in zip(self.slots, tensors):
-                        args[i] = t
-                if self.options:
-                    self.kernel.run(*args, grid=self.grid, warmup=False, **self.options)
-                else:
-                    self.kernel.run(*args, grid=self.grid, warmup=False)
-                return
-        launch_in_place(**self.node, kwargs=dict(zip(self.names, tensors)))
-
     def plain(self, tensors: tuple[Any, ...]) -> bool:
         """Plain tensors with the traced sizes and strides (compared exactly, in Python)."""
         if len(tensors) != len(self.shapes):
@@ -324,6 +309,67 @@ class LaunchSite:
 
     def __repr__(self) -> str:
         return f"LaunchSite({getattr(self.kernel, '__name__', self.kernel)!r}, grid={self.grid})"
+
+
+# Note [site launch code]
+# A site's launch is Python made for it when it is bound, so that a launch costs what a direct
+# call costs: the tensors as named parameters, the kernel's positional arguments written out in
+# order (the tensors and the plan's constants, each constant a closure variable: never its
+# repr), the options as keywords. `kernel.run(*args, grid=, **options)` instead builds a tuple
+# and a dict and calls through `tp_call`, ~0.3 us a launch on a CPU host. It reads `site.check`
+# and `site.compare_storages` on every call (the first launch makes the one, bind_launch_sites
+# sets the other), `kernel.run` too (as the raw launch does), and `launch_in_place` and
+# `modes_active` as globals of this module. For tensors t0, t1 and a constant c1:
+#
+#     def launch(t0, t1):
+#         if not modes_active():
+#             check = site.check
+#             if ((check is not None and check(t0, t1)) or site.plain((t0, t1,))) and (
+#                     not site.compare_storages or site.shared_as_traced((t0, t1,))):
+#                 kernel.run(t0, c1, t1, grid=grid, warmup=False, BLOCK=o0)
+#                 return
+#         launch_in_place(**node, kwargs=dict(zip(names, (t0, t1,))))
+#
+# Options whose names are no plain identifiers (or are the launch's own) go through `**options`.
+def _site_launch(site: LaunchSite) -> Callable[..., None]:
+    """The function ``site.launch`` (Note [site launch code])."""
+    params = [f"t{i}" for i in range(len(site.names))]
+    values: dict[str, Any] = {"site": site, "kernel": site.kernel, "grid": site.grid}
+    values.update(node=site.node, names=site.names, options=site.options)
+    at_slot = dict(zip(site.slots, params))
+    arguments = []
+    for i, constant in enumerate(site.positional):
+        if i in at_slot:
+            arguments.append(at_slot[i])
+        else:
+            values[f"c{i}"] = constant
+            arguments.append(f"c{i}")
+    arguments += ["grid=grid", "warmup=False"]
+    if all(
+        k.isidentifier() and not keyword.iskeyword(k) and k not in ("grid", "warmup") for k in site.options
+    ):
+        for j, (name, value) in enumerate(site.options.items()):
+            values[f"o{j}"] = value
+            arguments.append(f"{name}=o{j}")
+    else:
+        arguments.append("**options")
+    p, tensors = ", ".join(params), "(" + "".join(f"{t}, " for t in params) + ")"
+    source = (
+        f"def make({', '.join(values)}):\n"
+        f"    def launch({p}):\n"
+        "        if not modes_active():\n"
+        "            check = site.check\n"
+        f"            if ((check is not None and check({p})) or site.plain({tensors})) and (\n"
+        f"                    not site.compare_storages or site.shared_as_traced({tensors})):\n"
+        f"                kernel.run({', '.join(arguments)})\n"
+        "                return\n"
+        f"        launch_in_place(**node, kwargs=dict(zip(names, {tensors})))\n"
+        "    return launch\n"
+    )
+    made: dict[str, Any] = {}
+    exec(compile(source, f"<launch site of {site.kernel!r}>", "exec"), globals(), made)  # noqa: S102
+    launch: Callable[..., None] = made["make"](**values)
+    return launch
 
 
 def _no_check(*tensors: Any) -> bool:

@@ -21,6 +21,7 @@ PREFIX = "functional_triton."
 ORDER = [
     "_compat",
     "_logging",
+    "_native",
     "side_table",
     "tuples",
     "descriptors",
@@ -46,7 +47,6 @@ ORDER = [
     "passes.reinplace",
     "registrations",
     "inductor",
-    "_native",
     "kernel",
     "dynamo",
     "demo",

@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from functorch.compile import aot_function
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import functional_triton as ft
 from functional_triton import _compat
@@ -448,11 +451,13 @@ def _spy_launches(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[dict
 
     sites: list[Any] = []
     general: list[dict[str, Any]] = []
-    real_site, real_general = rp.LaunchSite.launch, rp.launch_in_place
+    # Each site's launch is a function in its slot `launch` (Note [site launch code]): a function
+    # in the class's place is found first, and calls the one the slot holds.
+    slot, real_general = vars(rp.LaunchSite)["launch"], rp.launch_in_place
 
     def site_launch(site: Any, *tensors: Any) -> None:
         sites.append(site)
-        real_site(site, *tensors)
+        slot.__get__(site)(*tensors)
 
     def general_launch(**kwargs: Any) -> None:
         general.append(kwargs)
@@ -650,3 +655,68 @@ def test_a_launch_site_given_one_tensor_twice_as_traced_skips_the_overlap_check(
     assert not general
     if not empty:  # (empty tensors of distinct groups share the null address: the complete check runs)
         assert not checks
+
+
+@triton.jit
+def _scale_then_add(x_ptr, factor, y_ptr, n, BLOCK: tl.constexpr):
+    """x *= factor and y += x (the new x): a constant between the two tensors."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m) * factor
+    tl.store(x_ptr + offs, x, mask=m)
+    tl.store(y_ptr + offs, tl.load(y_ptr + offs, mask=m) + x, mask=m)
+
+
+def test_a_site_launch_writes_out_constants_between_tensors_and_launch_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Note [site launch code]: a site's launch, made for it, passes the tensors, the constants between
+    them and the launch options where the raw launch does; results are eager's, call after call."""
+
+    def prog(wrap: Any, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        wrap(_scale_then_add)[(2,)](x, 3.0, y, x.numel(), BLOCK=8, num_warps=2)
+        return x, y
+
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.arange(16.0), torch.linspace(-1, 1, 16)
+
+    with torch.no_grad():
+        compiled = aot_function(
+            functools.partial(prog, ft.wrap_triton),
+            fw_compiler=ft.reinplace_compiler,
+            keep_inference_input_mutations=True,
+        )
+        compiled(*make())  # compiles
+        sites, general = _spy_launches(monkeypatch)
+        x, y = make()
+        want_x, want_y = make()
+        for _ in range(3):
+            compiled(x, y)
+            prog(lambda k: k, want_x, want_y)
+            torch.testing.assert_close(x, want_x, rtol=0, atol=0)
+            torch.testing.assert_close(y, want_y, rtol=0, atol=0)
+    assert len(sites) == 3 and not general
+    assert sites[0].options == {"num_warps": 2}
+
+
+class _Passthrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_site_under_a_dispatch_mode_takes_launch_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Note [launch sites]: under a dispatch mode (the mode probe every site reads) a site hands its
+    launch to launch_in_place, which dispatches it; results are eager's."""
+    with torch.no_grad():
+        program = functools.partial(_sites_program, ft.wrap_triton)
+        compiled = aot_function(program, fw_compiler=ft.reinplace_compiler)
+        compiled(torch.arange(16.0), torch.linspace(-1, 1, 16))  # compiles
+        sites, general = _spy_launches(monkeypatch)
+        x, y = torch.arange(16.0), torch.linspace(-1, 1, 16)
+        want_x, want_y = torch.arange(16.0), torch.linspace(-1, 1, 16)
+        with _Passthrough():
+            got = compiled(x, y)
+        expected = _sites_program(lambda k: k, want_x, want_y)
+    assert len(sites) == 2 and len(general) == 2
+    for a, b in zip([*got, x, y], [*expected, want_x, want_y]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
