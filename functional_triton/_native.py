@@ -204,7 +204,8 @@ def install_probes(module: ModuleType, python: Callable[[], bool]) -> bool:
 NATIVE: ModuleType | None = load()
 
 
-def _python_modes_active() -> bool:
+def python_modes_active() -> bool:
+    """The mode probe through torch's Python bindings (the reference the C probes are checked against)."""
     return bool(dispatch_stack_len()) or functorch_interpreter() is not None
 
 
@@ -212,4 +213,4 @@ def _python_modes_active() -> bool:
 # where the module is built (read in libtorch where install_probes found the functions), else
 # torch's two bindings. Every in-place launch of a replayed graph reads it (Note [launch sites]);
 # callable once kernel.py has configured the module, which importing the package does.
-modes_active: Callable[[], bool] = _python_modes_active if NATIVE is None else NATIVE.probes
+modes_active: Callable[[], bool] = python_modes_active if NATIVE is None else NATIVE.probes

@@ -463,8 +463,6 @@ if NATIVE is not None:
         TritonKernel,
     )
     # Note [probes read in libtorch]
-    NATIVE_PROBES = _native.install_probes(
-        NATIVE, lambda: bool(dispatch_stack_len()) or functorch_interpreter() is not None
-    )
+    NATIVE_PROBES = _native.install_probes(NATIVE, _native.python_modes_active)
 else:
     NATIVE_PROBES = False

@@ -210,7 +210,6 @@ class LaunchSite:
     __slots__ = (
         "kernel",
         "positional",
-        "tail",
         "slots",
         "names",
         "groups",
@@ -231,9 +230,6 @@ class LaunchSite:
         self.positional = plan.positional
         self.names = tuple(layouts)
         self.slots = tuple(by_name[n] for n in self.names)
-        # The tensors are the leading positional arguments, in order: args = tensors + tail.
-        leading = self.slots == tuple(range(len(self.slots)))
-        self.tail = tuple(plan.positional[len(self.slots) :]) if leading else None
         self.groups = tuple(layouts[n][0] for n in self.names)
         self.shapes = tuple(tuple(layouts[n][1]) for n in self.names)
         self.strides = tuple(tuple(layouts[n][2]) for n in self.names)
