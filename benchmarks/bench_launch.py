@@ -389,10 +389,9 @@ def _rest_then_raw_launch(in_place: bool) -> Any:
     """An AOTAutograd compiler running the program without its launch as ``same_runner`` does, then
     the raw launch the program makes (``k[grid](...)``) inside AOTAutograd's wrapper: the reference
     for a reinplaced graph's launch that keeps the wrapper's and the launch's own host time."""
-    from functional_triton.passes.boxed import boxed_freeing_inputs
 
-    def compiler(gm: torch.fx.GraphModule, _: Any) -> Any:
-        inner = boxed_freeing_inputs(gm)
+    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        inner = same_runner(gm, example_inputs)
 
         def run(args: list[Any]) -> Any:
             x = args[0]
