@@ -21,7 +21,8 @@ skips the 1000-launch trace; ``--profile`` prints cProfile's top functions for e
 kernel's ``run`` a no-op on both sides, on the GPU too); ``--one`` only the one-launch graphs, three
 times, synchronised and queued, each program also followed by 20 us of host work before the
 synchronisation (which leaves the device idle by then: what remains is the host's); ``--eager``
-only the eager launches.
+only the eager launches; ``--split`` only the one-launch graphs' host time split at the graph's
+edges: AOTAutograd's wrapper before the graph, the graph, the wrapper after it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ PROFILE = "--profile" in sys.argv
 PIECES = "--pieces" in sys.argv
 ONE = "--one" in sys.argv
 EAGER = "--eager" in sys.argv
+SPLIT = "--split" in sys.argv
 if not GPU and os.path.basename(sys.argv[0]).startswith("bench_"):  # imported: see bench_graphs.py
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -495,6 +497,98 @@ def one_launch() -> None:
                 )
 
 
+def _stamped(compiler: Any, stamps: list[int]) -> Any:
+    """``compiler``, its boxed graph function stamping ``perf_counter_ns`` on entry and exit."""
+
+    def outer(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        run = compiler(gm, example_inputs)
+
+        def timed(args: list[Any]) -> Any:
+            stamps.append(time.perf_counter_ns())
+            result = run(args)
+            stamps.append(time.perf_counter_ns())
+            return result
+
+        timed._boxed_call = True  # type: ignore[attr-defined]
+        return timed
+
+    return outer
+
+
+def wrapper_split() -> None:
+    """The one-launch graphs' host time (synchronised before each call, the wait not timed) split
+    at the graph's edges: AOTAutograd's runtime wrapper before the graph, the graph, the wrapper
+    after it; for the reinplaced graph, the launch-free graph and the launch-free graph with the
+    raw launch inside (``--one``'s ft+rp, aot-rest, aot-rest+raw), with the eager programs beside."""
+    from functional_triton.passes.reinplace import _runnable
+
+    dev = "cuda" if GPU else "cpu"
+    x = torch.zeros(64, device=dev)
+    sync = torch.cuda.synchronize if GPU else (lambda: None)
+    ns = time.perf_counter_ns
+    stamps: list[int] = []
+    print(
+        "one launch, host time split at the graph's edges (us; synchronised before each call, the wait"
+        " not timed; medians over 15 rounds of each round's median of 300 calls): pre = AOTAutograd's"
+        " wrapper before the graph, post = after it"
+    )
+    for label, make in (("in place", _in_place), ("out (empty_like)", _chain)):
+        graphs = {
+            "ft+rp": aot_function(
+                make(1, ft.wrap_triton),
+                fw_compiler=_stamped(
+                    functools.partial(ft.reinplace_compiler, inner=_captured_runner(_runnable, [])), stamps
+                ),
+                keep_inference_input_mutations=True,
+            ),
+            "aot-rest": aot_function(
+                make(1, None), fw_compiler=_stamped(same_runner, stamps), keep_inference_input_mutations=True
+            ),
+            "aot-rest+raw": aot_function(
+                make(1, None),
+                fw_compiler=_stamped(_rest_then_raw_launch(make is _in_place), stamps),
+                keep_inference_input_mutations=True,
+            ),
+        }
+        eager = {"raw": make(1, lambda k: k), "rest": make(1, None)}
+        for f in [*graphs.values(), *eager.values()]:
+            for _ in range(20):
+                f(x)
+        parts: dict[str, list[tuple[float, float, float]]] = {name: [] for name in graphs}
+        whole: dict[str, list[float]] = {name: [] for name in eager}
+        for rnd in range(15):
+            order = list(graphs.items())
+            for name, f in order[::-1] if rnd % 2 else order:
+                pre, mid, post = [], [], []
+                for _ in range(300):
+                    sync()
+                    stamps.clear()
+                    t0 = ns()
+                    f(x)
+                    t3 = ns()
+                    t1, t2 = stamps
+                    pre.append(t1 - t0)
+                    mid.append(t2 - t1)
+                    post.append(t3 - t2)
+                parts[name].append((statistics.median(pre), statistics.median(mid), statistics.median(post)))
+            for name, f in eager.items():
+                times = []
+                for _ in range(300):
+                    sync()
+                    t0 = ns()
+                    f(x)
+                    times.append(ns() - t0)
+                whole[name].append(statistics.median(times))
+        print(f"  {label}")
+        for name, rows in parts.items():
+            pre_us, mid_us, post_us = (statistics.median(r[i] for r in rows) / 1e3 for i in range(3))
+            print(
+                f"    {name:14s} pre {pre_us:6.2f}  graph {mid_us:6.2f}  post {post_us:6.2f}"
+                f"  total {pre_us + mid_us + post_us:6.2f}"
+            )
+        print("    eager " + "  ".join(f"{n} {statistics.median(v) / 1e3:6.2f}" for n, v in whole.items()))
+
+
 def tracing_cost(counts: tuple[int, ...]) -> None:
     dev = "cuda" if GPU else "cpu"
 
@@ -623,6 +717,9 @@ def main() -> None:
         return
     if ONE:
         one_launch()
+        return
+    if SPLIT:
+        wrapper_split()
         return
     eager_launches()
     if EAGER:
