@@ -524,7 +524,6 @@ def wrapper_split() -> None:
 
     dev = "cuda" if GPU else "cpu"
     x = torch.zeros(64, device=dev)
-    sync = torch.cuda.synchronize if GPU else (lambda: None)
     ns = time.perf_counter_ns
     stamps: list[int] = []
     print(
